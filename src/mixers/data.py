@@ -1,0 +1,174 @@
+"""Tiny Shakespeare, a character tokenizer, splits and batches.
+
+The corpus ships inside the package (``mixers/tinyshakespeare.txt``) so that a
+``pip install`` on Colab has it too and nothing is downloaded at run time. Its
+sha256 is checked every time it is loaded: a truncated or edited file would
+silently change every number in the book.
+
+Shapes: token ids are ``int64``; a batch is ``(x, y)`` with both ``[batch, seq]``
+and ``y`` shifted one character to the right of ``x``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+CORPUS_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+CORPUS_FILE = "tinyshakespeare.txt"
+
+
+class CorpusError(RuntimeError):
+    """The shipped corpus is missing or is not the file the book was built on."""
+
+
+def corpus_path() -> Path:
+    """Where the packaged corpus lives on this machine."""
+    return Path(str(resources.files("mixers").joinpath(CORPUS_FILE)))
+
+
+def load_corpus(path: str | Path | None = None, sha256: str | None = CORPUS_SHA256) -> str:
+    """Read the corpus and verify its checksum.
+
+    ``path`` defaults to the copy shipped with the package. Pass ``sha256=None``
+    to read another text file without a checksum (your own corpus).
+    """
+    path = corpus_path() if path is None else Path(path)
+    if not path.is_file():
+        raise CorpusError(f"corpus file not found: {path} (reinstall the package: pip install -e .)")
+    raw = path.read_bytes()
+    if sha256 is not None:
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest != sha256:
+            raise CorpusError(
+                f"corpus file {path} has sha256 {digest}, expected {sha256}: "
+                "the file is altered or truncated"
+            )
+    return raw.decode("utf-8")
+
+
+class CharTokenizer:
+    """Maps characters to ids and back; the vocabulary is the sorted set of characters.
+
+    Sorting makes the order stable: the same text always gives the same ids, on
+    every machine and Python version (a ``set``'s iteration order is not).
+    """
+
+    def __init__(self, text: str):
+        if not isinstance(text, str) or not text:
+            raise ValueError("text must be a non-empty str to build a vocabulary from")
+        self.chars: list[str] = sorted(set(text))
+        self.stoi: dict[str, int] = {ch: i for i, ch in enumerate(self.chars)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> torch.Tensor:
+        """``str`` of length n -> ``int64[n]``."""
+        unknown = sorted(set(text) - self.stoi.keys())
+        if unknown:
+            raise ValueError(f"text contains characters outside the vocabulary: {unknown!r}")
+        return torch.tensor([self.stoi[ch] for ch in text], dtype=torch.long)
+
+    def decode(self, ids: torch.Tensor | list[int]) -> str:
+        """``int[n]`` -> ``str`` of length n."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids must lie in [0, {self.vocab_size}), got {bad[:5]}")
+        return "".join(self.chars[i] for i in ids)
+
+
+@dataclass
+class CharDataset:
+    """The encoded corpus split into a training and a validation part.
+
+    The split is contiguous (the first ``1 - val_fraction`` for training, the rest
+    for validation), as in nanoGPT's ``shakespeare_char``: random windows from a
+    shuffled split would leak validation text into training.
+    """
+
+    tokenizer: CharTokenizer
+    train: torch.Tensor  # int64[n_train]
+    val: torch.Tensor  # int64[n_val]
+
+    @classmethod
+    def shakespeare(cls, val_fraction: float = 0.1) -> "CharDataset":
+        return cls.from_text(load_corpus(), val_fraction)
+
+    @classmethod
+    def from_text(cls, text: str, val_fraction: float = 0.1) -> "CharDataset":
+        if not 0.0 < val_fraction < 1.0:
+            raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
+        tokenizer = CharTokenizer(text)
+        ids = tokenizer.encode(text)
+        n_train = int(len(ids) * (1.0 - val_fraction))
+        return cls(tokenizer, ids[:n_train], ids[n_train:])
+
+    def split(self, name: str) -> torch.Tensor:
+        if name not in ("train", "val"):
+            raise ValueError(f"split must be 'train' or 'val', got {name!r}")
+        return self.train if name == "train" else self.val
+
+
+def _check_window(data: torch.Tensor, seq_len: int) -> None:
+    if data.dim() != 1:
+        raise ValueError(f"data must be a 1-d tensor of token ids, got shape {tuple(data.shape)}")
+    if not isinstance(seq_len, int) or seq_len < 1:
+        raise ValueError(f"seq_len must be a positive int, got {seq_len!r}")
+    if len(data) < seq_len + 1:
+        raise ValueError(f"seq_len={seq_len} needs at least {seq_len + 1} tokens, data has {len(data)}")
+
+
+def random_batch(
+    data: torch.Tensor,
+    batch_size: int,
+    seq_len: int,
+    generator: torch.Generator | None = None,
+    device: str | torch.device = "cpu",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample ``batch_size`` random windows: ``x, y`` both ``int64[batch_size, seq_len]``.
+
+    ``y[b, t] == x[b, t + 1]``: each position predicts the next character. Pass a
+    seeded ``generator`` for a reproducible data order.
+    """
+    _check_window(data, seq_len)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    starts = torch.randint(len(data) - seq_len, (batch_size,), generator=generator)
+    offsets = torch.arange(seq_len + 1)
+    windows = data[starts[:, None] + offsets]  # [batch, seq_len + 1]
+    x, y = windows[:, :-1], windows[:, 1:]
+    if torch.device(device).type == "cuda":
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x.to(device), y.to(device)
+
+
+def sequential_windows(
+    data: torch.Tensor,
+    seq_len: int,
+    batch_size: int = 1,
+    max_windows: int | None = None,
+    device: str | torch.device = "cpu",
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Non-overlapping windows in order, for evaluation at any length.
+
+    Window ``w`` covers tokens ``[w·seq_len, (w+1)·seq_len]``; every token is
+    predicted exactly once, whatever ``seq_len`` is, so losses at different
+    lengths are measured on the same text. Yields ``x, y`` of shape
+    ``[≤batch_size, seq_len]``; the incomplete tail is dropped.
+    """
+    _check_window(data, seq_len)
+    n_windows = (len(data) - 1) // seq_len
+    if max_windows is not None:
+        n_windows = min(n_windows, max_windows)
+    for first in range(0, n_windows, batch_size):
+        starts = torch.arange(first, min(first + batch_size, n_windows)) * seq_len
+        windows = data[starts[:, None] + torch.arange(seq_len + 1)]
+        yield windows[:, :-1].to(device), windows[:, 1:].to(device)
