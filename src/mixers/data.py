@@ -162,12 +162,21 @@ def sequential_windows(
     Window ``w`` covers tokens ``[w·seq_len, (w+1)·seq_len]``; every token is
     predicted exactly once, whatever ``seq_len`` is, so losses at different
     lengths are measured on the same text. Yields ``x, y`` of shape
-    ``[≤batch_size, seq_len]``; the incomplete tail is dropped.
+    ``[≤batch_size, seq_len]``; the incomplete tail is dropped. The arguments are
+    checked at the call, not at the first ``next()``.
     """
     _check_window(data, seq_len)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if max_windows is not None and (not isinstance(max_windows, int) or max_windows < 1):
+        raise ValueError(f"max_windows must be None or a positive int, got {max_windows!r}")
     n_windows = (len(data) - 1) // seq_len
     if max_windows is not None:
         n_windows = min(n_windows, max_windows)
+    return _windows(data, seq_len, batch_size, n_windows, device)
+
+
+def _windows(data, seq_len, batch_size, n_windows, device):
     for first in range(0, n_windows, batch_size):
         starts = torch.arange(first, min(first + batch_size, n_windows)) * seq_len
         windows = data[starts[:, None] + torch.arange(seq_len + 1)]

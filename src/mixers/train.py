@@ -1,0 +1,374 @@
+"""Training, evaluation, sampling and provenance: one harness for every chapter.
+
+A run is fully described by a ``ModelConfig`` (what to build) and a
+``TrainConfig`` (how to train it); a *profile* names a pair of defaults sized for
+the hardware:
+
+* ``smoke``: seconds on a laptop CPU; what CI and a CPU reader run live.
+* ``cpu``: a few minutes per model on two CPU cores; meaningful results.
+* ``gpu``: the full mini-training on one GPU (bf16 autocast, ``torch.compile``).
+
+The default is ``gpu`` when CUDA is available and ``smoke`` otherwise; the
+environment variable ``MIXERS_PROFILE`` forces one. Every run records where and
+how it ran (``provenance``), so that every number in the book can say so too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from .data import CharDataset, random_batch, sequential_windows
+from .model import LanguageModel, ModelConfig
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 200
+    batch_size: int = 32
+    seq_len: int = 128
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1  # the cosine decays to lr·min_lr_ratio
+    warmup_steps: int = 20
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.99)
+    grad_clip: float = 1.0
+    eval_interval: int = 50
+    eval_batches: int = 10
+    eval_batch_size: int | None = None  # None = batch_size
+    seed: int = 1337
+    compile: bool = False
+    amp: bool = True  # bf16 autocast, used on CUDA only
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "seq_len", "eval_interval", "eval_batches"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError(f"warmup_steps must lie in [0, steps={self.steps}], got {self.warmup_steps}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
+        if self.eval_batch_size is not None and (not isinstance(self.eval_batch_size, int) or self.eval_batch_size < 1):
+            raise ValueError(f"eval_batch_size must be None or a positive int, got {self.eval_batch_size!r}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if self.grad_clip < 0:
+            raise ValueError(f"grad_clip must be >= 0 (0 turns clipping off), got {self.grad_clip}")
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas}")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    model: dict  # ModelConfig fields, without vocab_size
+    train: TrainConfig
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        "smoke",
+        dict(block_size=32, d_model=64, n_layers=2, n_heads=4, dropout=0.0),
+        TrainConfig(steps=60, batch_size=16, seq_len=32, lr=3e-3, warmup_steps=10,
+                    eval_interval=20, eval_batches=4),
+    ),
+    "cpu": Profile(
+        "cpu",
+        dict(block_size=128, d_model=192, n_layers=4, n_heads=6, dropout=0.0),
+        TrainConfig(steps=2500, batch_size=32, seq_len=128, lr=2e-3, warmup_steps=100,
+                    eval_interval=250, eval_batches=20),
+    ),
+    "gpu": Profile(
+        "gpu",
+        dict(block_size=256, d_model=384, n_layers=6, n_heads=6, dropout=0.2),
+        TrainConfig(steps=5000, batch_size=64, seq_len=256, lr=1e-3, warmup_steps=200,
+                    eval_interval=250, eval_batches=50, compile=True),
+    ),
+}
+
+
+def default_profile_name() -> str:
+    """``MIXERS_PROFILE`` if set, else ``gpu`` with CUDA and ``smoke`` without."""
+    forced = os.environ.get("MIXERS_PROFILE")
+    if forced:
+        if forced not in PROFILES:
+            raise ValueError(f"MIXERS_PROFILE must be one of {sorted(PROFILES)}, got {forced!r}")
+        return forced
+    return "gpu" if torch.cuda.is_available() else "smoke"
+
+
+def get_profile(name: str | None = None) -> Profile:
+    """The profile called ``name`` (``None``: the default for this machine)."""
+    name = default_profile_name() if name is None else name
+    if name not in PROFILES:
+        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {name!r}")
+    return PROFILES[name]
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_name(device: torch.device) -> str:
+    """A human name for ``device``: the GPU's model, or the CPU's and its core count."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu} ({torch.get_num_threads()} threads)"
+
+
+def git_commit() -> str | None:
+    """The commit of the working tree this code runs from, if it is a git checkout."""
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        if out.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance(profile: str, device: torch.device, seeds: list[int] | None = None) -> dict:
+    """Where, when and with what a result was produced."""
+    return {
+        "profile": profile,
+        "device": device_name(device),
+        "device_type": device.type,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "git_commit": git_commit(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "seeds": seeds or [],
+    }
+
+
+def lr_at(step: int, config: TrainConfig) -> float:
+    """Linear warm-up to ``lr``, then cosine decay to ``lr·min_lr_ratio`` at the last step.
+
+    Steps run from 0 to ``steps - 1``; the decay spans ``warmup_steps .. steps - 1``.
+    """
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    span = max(1, config.steps - 1 - config.warmup_steps)
+    progress = min(1.0, (step - config.warmup_steps) / span)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return config.lr * (config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine)
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not on biases, norms or gains)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": config.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas)
+
+
+def _autocast(device: torch.device, enabled: bool):
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16,
+                          enabled=enabled and device.type == "cuda")
+
+
+@torch.no_grad()
+def evaluate(
+    model: LanguageModel,
+    data: torch.Tensor,
+    seq_len: int,
+    batches: int,
+    batch_size: int,
+    seed: int = 0,
+    device: torch.device | None = None,
+    amp: bool = True,
+) -> float:
+    """Mean loss (nats/char) over ``batches`` random windows drawn with a fixed ``seed``.
+
+    The same seed gives the same windows, so every model in a comparison (and
+    every evaluation of one model) is scored on the same text.
+    """
+    device = device or next(model.parameters()).device
+    generator = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    for _ in range(batches):
+        x, y = random_batch(data, batch_size, seq_len, generator, device)
+        with _autocast(device, amp):
+            _, loss = model(x, y)
+        total += loss.item()
+    model.train(was_training)
+    return total / batches
+
+
+@torch.no_grad()
+def evaluate_sequential(
+    model: LanguageModel,
+    data: torch.Tensor,
+    seq_len: int,
+    batch_size: int = 64,
+    max_windows: int | None = None,
+    amp: bool = True,
+) -> float:
+    """Mean loss (nats/char) over every non-overlapping window of ``data``: each token once."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for x, y in sequential_windows(data, seq_len, batch_size, max_windows, device):
+        with _autocast(device, amp):
+            _, loss = model(x, y)
+        total += loss.item() * y.numel()
+        count += y.numel()
+    model.train(was_training)
+    return total / count
+
+
+@dataclass
+class TrainResult:
+    """What a run produced: its loss curves, its best validation loss and its provenance."""
+
+    model_config: dict
+    train_config: dict
+    steps: list[int] = field(default_factory=list)  # evaluation steps
+    train_loss: list[float] = field(default_factory=list)  # at those steps
+    val_loss: list[float] = field(default_factory=list)
+    best_val_loss: float = math.inf
+    best_val_bpc: float = math.inf  # bits per character = nats / ln 2
+    final_val_loss: float = math.inf
+    parameters: int = 0
+    wall_time_s: float = 0.0
+    tokens_per_s: float = 0.0
+    provenance: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def train(
+    model: LanguageModel,
+    dataset: CharDataset,
+    config: TrainConfig,
+    device: torch.device | str | None = None,
+    profile: str = "custom",
+    progress: bool = True,
+    description: str = "train",
+) -> TrainResult:
+    """Train ``model`` on ``dataset.train``; evaluate on ``dataset.val`` every ``eval_interval`` steps.
+
+    Seeded: on the CPU, the same seed gives the same losses, bit for bit. The
+    tqdm bar shows the running training loss and the last validation loss.
+    """
+    device = torch.device(device) if device is not None else default_device()
+    torch.manual_seed(config.seed)
+    batch_generator = torch.Generator().manual_seed(config.seed)
+    model.to(device)
+    model.train()
+    step_fn = torch.compile(model) if config.compile else model
+    optimizer = make_optimizer(model, config)
+    eval_batch_size = config.eval_batch_size if config.eval_batch_size is not None else config.batch_size
+    result = TrainResult(model.config.to_dict(), asdict(config), parameters=model.num_parameters(),
+                         provenance=provenance(profile, device, [config.seed]))
+
+    def run_eval(step: int, train_loss: float) -> None:
+        val = evaluate(model, dataset.val, config.seq_len, config.eval_batches, eval_batch_size,
+                       seed=config.seed + 1, device=device, amp=config.amp)
+        result.steps.append(step)
+        result.train_loss.append(train_loss)
+        result.val_loss.append(val)
+        result.best_val_loss = min(result.best_val_loss, val)
+
+    bar = tqdm(range(config.steps), desc=description, disable=not progress, mininterval=1.0)
+    running_loss = math.nan
+    start = time.perf_counter()
+    for step in bar:
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, config)
+        x, y = random_batch(dataset.train, config.batch_size, config.seq_len, batch_generator, device)
+        with _autocast(device, config.amp):
+            _, loss = step_fn(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        loss_value = loss.item()
+        running_loss = loss_value if math.isnan(running_loss) else 0.9 * running_loss + 0.1 * loss_value
+        last_step = step == config.steps - 1
+        if (step + 1) % config.eval_interval == 0 or last_step:
+            run_eval(step + 1, running_loss)
+            bar.set_postfix(loss=f"{running_loss:.3f}", val=f"{result.val_loss[-1]:.3f}")
+        elif step % 10 == 0:
+            bar.set_postfix(loss=f"{running_loss:.3f}")
+    bar.close()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    result.wall_time_s = time.perf_counter() - start
+    result.tokens_per_s = config.steps * config.batch_size * config.seq_len / result.wall_time_s
+    result.final_val_loss = result.val_loss[-1]
+    result.best_val_bpc = result.best_val_loss / math.log(2)
+    model.eval()
+    return result
+
+
+def build_model(vocab_size: int, profile: Profile, **overrides) -> LanguageModel:
+    """A ``LanguageModel`` with the profile's sizes, any field overridden by keyword."""
+    return LanguageModel(ModelConfig(vocab_size=vocab_size, **{**profile.model, **overrides}))
+
+
+def run_profile(
+    dataset: CharDataset,
+    profile: Profile | str | None = None,
+    model_overrides: dict | None = None,
+    train_overrides: dict | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+    description: str = "train",
+) -> tuple[LanguageModel, TrainResult]:
+    """Build and train one model under a profile; the building block of every experiment."""
+    profile = profile if isinstance(profile, Profile) else get_profile(profile)
+    config = replace(profile.train, **(train_overrides or {}))
+    torch.manual_seed(config.seed)  # the same seed gives the same initial weights
+    model = build_model(dataset.tokenizer.vocab_size, profile, **(model_overrides or {}))
+    result = train(model, dataset, config, device, profile.name, progress, description)
+    return model, result
+
+
+def sample(
+    model: LanguageModel,
+    dataset: CharDataset,
+    prompt: str = "\n",
+    max_new_tokens: int = 300,
+    temperature: float = 0.8,
+    top_k: int | None = 20,
+    seed: int = 0,
+) -> str:
+    """Generate text after ``prompt`` (seeded, so a CPU sample is reproducible)."""
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    idx = dataset.tokenizer.encode(prompt)[None].to(device)
+    was_training = model.training
+    model.eval()
+    out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
+    model.train(was_training)
+    return dataset.tokenizer.decode(out[0])

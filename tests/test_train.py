@@ -1,0 +1,407 @@
+"""Tests of mixers.train (schedule, training, evaluation, sampling, profiles, provenance) and of
+mixers.experiments (results files and the command line).
+
+Training runs use a profile far smaller than ``smoke`` (d_model 32, 2 layers, seq 16) so the
+whole file runs in seconds on a shared CPU.
+"""
+
+import json
+import math
+import re
+import sys
+from dataclasses import asdict, replace
+from datetime import datetime
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mixers.experiments as experiments
+from mixers.data import random_batch
+from mixers.experiments import baseline
+from mixers.model import LanguageModel, ModelConfig
+from mixers.train import (
+    PROFILES,
+    Profile,
+    TrainConfig,
+    TrainResult,
+    build_model,
+    default_profile_name,
+    evaluate,
+    evaluate_sequential,
+    get_profile,
+    lr_at,
+    make_optimizer,
+    provenance,
+    run_profile,
+    sample,
+)
+
+LN_VOCAB = math.log(65)
+TINY = Profile(
+    "tiny",
+    dict(block_size=16, d_model=32, n_layers=2, n_heads=4, dropout=0.0),
+    TrainConfig(steps=60, batch_size=16, seq_len=16, lr=3e-3, warmup_steps=10,
+                eval_interval=20, eval_batches=4),
+)
+
+
+@pytest.fixture(scope="module")
+def trained(shakespeare):
+    """One tiny run of 60 steps, shared by the tests that only read its results."""
+    torch.manual_seed(TINY.train.seed)
+    untrained = build_model(65, TINY)
+    initial_val = evaluate(untrained, shakespeare.val, 16, TINY.train.eval_batches, 16,
+                           seed=TINY.train.seed + 1)
+    model, result = run_profile(shakespeare, TINY, device="cpu", progress=False)
+    return model, result, initial_val
+
+
+# ---------------------------------------------------------------------------------------------
+# The learning-rate schedule.
+
+
+def test_lr_warmup_is_linear_and_peaks_at_lr():
+    config = TrainConfig(steps=100, warmup_steps=10, lr=1e-3, min_lr_ratio=0.1)
+    warm = [lr_at(s, config) for s in range(10)]
+    assert warm == pytest.approx([1e-3 * (s + 1) / 10 for s in range(10)], rel=1e-12)
+    steps = [b - a for a, b in zip(warm, warm[1:])]
+    assert steps == pytest.approx([1e-4] * 9, rel=1e-9)
+    assert lr_at(9, config) == pytest.approx(1e-3, rel=1e-12)
+    assert lr_at(10, config) == pytest.approx(1e-3, rel=1e-12)
+    assert max(lr_at(s, config) for s in range(101)) == pytest.approx(1e-3, rel=1e-12)
+
+
+def test_lr_cosine_decays_monotonically_to_min():
+    config = TrainConfig(steps=100, warmup_steps=10, lr=1e-3, min_lr_ratio=0.1)
+    decay = [lr_at(s, config) for s in range(10, 100)]
+    assert all(b < a for a, b in zip(decay, decay[1:])), "not strictly decreasing after warm-up"
+    assert lr_at(99, config) == pytest.approx(1e-4, rel=1e-9)  # the last step taken reaches the minimum
+    assert lr_at(100, config) == pytest.approx(1e-4, rel=1e-9)
+    assert lr_at(10 + 89 / 2, config) == pytest.approx(1e-3 * (0.1 + 0.9 * 0.5), rel=1e-9)  # half way
+    assert lr_at(500, config) == pytest.approx(1e-4, rel=1e-9)  # clamped past the end
+    assert min(lr_at(s, config) for s in range(200)) >= 1e-4 * (1 - 1e-9)
+
+
+def test_lr_without_warmup_and_to_zero():
+    config = TrainConfig(steps=10, warmup_steps=0, lr=2e-3, min_lr_ratio=0.0)
+    assert lr_at(0, config) == pytest.approx(2e-3, rel=1e-12)
+    assert lr_at(10, config) == pytest.approx(0.0, abs=1e-15)
+
+
+# ---------------------------------------------------------------------------------------------
+# TrainConfig, profiles, provenance.
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (dict(steps=0), "steps must be a positive int"),
+        (dict(steps=1.5), "steps"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(seq_len=-4), "seq_len"),
+        (dict(eval_interval=0), "eval_interval"),
+        (dict(eval_batches=0), "eval_batches"),
+        (dict(lr=0.0), "lr must be > 0"),
+        (dict(lr=-1e-3), "lr"),
+        (dict(warmup_steps=-1), "warmup_steps"),
+        (dict(steps=10, warmup_steps=11), r"warmup_steps must lie in \[0, steps=10\]"),
+    ],
+)
+def test_train_config_rejects_bad_values(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(**overrides)
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (dict(min_lr_ratio=-0.5), "min_lr_ratio"),
+        (dict(min_lr_ratio=2.0), "min_lr_ratio"),
+        (dict(eval_batch_size=0), "eval_batch_size"),
+        (dict(weight_decay=-0.1), "weight_decay"),
+        (dict(grad_clip=-1.0), "grad_clip"),
+        (dict(betas=(0.9, 1.0)), "betas"),
+    ],
+)
+def test_train_config_rejects_unvalidated_fields(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(**overrides)
+
+
+def test_profiles_are_consistent():
+    assert set(PROFILES) == {"smoke", "cpu", "gpu"}
+    sizes = []
+    for name, profile in PROFILES.items():
+        assert profile.name == name
+        config = ModelConfig(vocab_size=65, **profile.model)  # validates d_model % n_heads etc.
+        # learned positions: the training length must fit the position table
+        assert profile.train.seq_len <= config.block_size
+        sizes.append((name, config.d_model * config.n_layers, profile.train.steps))
+    order = {n: (w, s) for n, w, s in sizes}
+    assert order["smoke"] < order["cpu"] < order["gpu"]
+
+
+def test_default_profile_honours_environment(monkeypatch):
+    monkeypatch.setenv("MIXERS_PROFILE", "cpu")
+    assert default_profile_name() == "cpu"
+    assert get_profile() is PROFILES["cpu"]
+    assert get_profile("smoke") is PROFILES["smoke"]  # an explicit name wins
+    monkeypatch.setenv("MIXERS_PROFILE", "gpu")
+    assert get_profile().name == "gpu"
+
+
+@pytest.mark.parametrize("cuda, expected", [(False, "smoke"), (True, "gpu")])
+def test_default_profile_follows_hardware(monkeypatch, cuda, expected):
+    monkeypatch.delenv("MIXERS_PROFILE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert default_profile_name() == expected
+    assert get_profile().name == expected
+    monkeypatch.setenv("MIXERS_PROFILE", "")  # empty counts as unset
+    assert default_profile_name() == expected
+
+
+def test_unknown_profile_names_are_rejected(monkeypatch):
+    monkeypatch.setenv("MIXERS_PROFILE", "huge")
+    with pytest.raises(ValueError, match=r"MIXERS_PROFILE must be one of \['cpu', 'gpu', 'smoke'\], got 'huge'"):
+        default_profile_name()
+    with pytest.raises(ValueError, match="MIXERS_PROFILE"):
+        get_profile()
+    monkeypatch.delenv("MIXERS_PROFILE")
+    with pytest.raises(ValueError, match=r"profile must be one of \['cpu', 'gpu', 'smoke'\], got 'laptop'"):
+        get_profile("laptop")
+
+
+def test_provenance_records_where_and_how():
+    record = provenance("smoke", torch.device("cpu"), [3, 4])
+    for key in ("profile", "device", "device_type", "torch", "python", "git_commit", "date", "seeds"):
+        assert key in record
+    assert record["profile"] == "smoke"
+    assert record["device_type"] == "cpu"
+    assert isinstance(record["device"], str) and "threads" in record["device"]
+    assert record["torch"] == torch.__version__
+    assert record["seeds"] == [3, 4]
+    date = datetime.fromisoformat(record["date"])
+    assert date.tzinfo is not None
+    assert record["git_commit"] is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", record["git_commit"])
+    assert provenance("cpu", torch.device("cpu"))["seeds"] == []
+    json.dumps(record)  # goes into a results file
+
+
+# ---------------------------------------------------------------------------------------------
+# The optimizer.
+
+
+def test_weight_decay_only_on_matrices():
+    torch.manual_seed(0)
+    model = build_model(65, TINY)
+    config = replace(TINY.train, weight_decay=0.25)
+    optimizer = make_optimizer(model, config)
+    decay, no_decay = optimizer.param_groups
+    assert decay["weight_decay"] == 0.25 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() < 2 for p in no_decay["params"])
+    ids = lambda ps: {id(p) for p in ps}  # noqa: E731
+    assert ids(decay["params"]) | ids(no_decay["params"]) == ids(model.parameters())
+    assert not ids(decay["params"]) & ids(no_decay["params"])
+    named = dict(model.named_parameters())
+    for name in ("token_embedding.weight", "head.weight", "positions.table.weight",
+                 "blocks.0.token_mixer.q_proj.weight"):
+        assert id(named[name]) in ids(decay["params"]), name
+    for name in ("final_norm.weight", "final_norm.bias", "blocks.1.norm_1.weight",
+                 "blocks.0.token_mixer.q_proj.bias"):
+        assert id(named[name]) in ids(no_decay["params"]), name
+    assert optimizer.defaults["lr"] == config.lr and optimizer.defaults["betas"] == config.betas
+
+
+# ---------------------------------------------------------------------------------------------
+# Training.
+
+
+def test_training_lowers_validation_loss(trained):
+    _, result, initial_val = trained
+    assert abs(initial_val - LN_VOCAB) < 0.3
+    assert result.val_loss[-1] < initial_val - 0.5
+    assert result.best_val_loss < LN_VOCAB - 0.5
+    assert result.val_loss[-1] < result.val_loss[0] < initial_val
+
+
+def test_train_result_fields(trained):
+    model, result, _ = trained
+    assert isinstance(result, TrainResult)
+    assert result.steps == [20, 40, 60]
+    assert len(result.train_loss) == len(result.val_loss) == 3
+    assert result.best_val_loss == min(result.val_loss)
+    assert result.best_val_bpc == pytest.approx(min(result.val_loss) / math.log(2), rel=1e-12)
+    assert result.final_val_loss == result.val_loss[-1]
+    assert result.tokens_per_s > 0 and result.wall_time_s > 0
+    assert result.parameters == model.num_parameters() == sum(p.numel() for p in model.parameters())
+    assert result.train_config == asdict(TINY.train)
+    assert result.model_config == ModelConfig(vocab_size=65, **TINY.model).to_dict()
+    assert result.provenance["profile"] == "tiny" and result.provenance["seeds"] == [TINY.train.seed]
+    assert not model.training  # train() leaves the model in eval mode
+    assert json.loads(json.dumps(result.to_dict()))["val_loss"] == result.val_loss
+
+
+def test_train_bookkeeping_with_scripted_validation_losses(shakespeare, monkeypatch):
+    """best = min over the curve (not the last value), final = last, bpc = best / ln 2, and the
+    validation is scored on the val split with the run's eval settings and seed + 1."""
+    import mixers.train as train_module
+
+    scripted = iter([3.0, 2.0, 2.5, 2.75])
+    calls = []
+
+    def fake_evaluate(model, data, seq_len, batches, batch_size, seed=0, device=None, amp=True):
+        calls.append((data, seq_len, batches, batch_size, seed))
+        return next(scripted)
+
+    monkeypatch.setattr(train_module, "evaluate", fake_evaluate)
+    config = replace(TINY.train, steps=7, warmup_steps=2, eval_interval=2, eval_batches=3,
+                     eval_batch_size=5, seed=21)
+    torch.manual_seed(0)
+    result = train_module.train(build_model(65, TINY), shakespeare, config, "cpu", progress=False)
+    assert result.steps == [2, 4, 6, 7]
+    assert result.val_loss == [3.0, 2.0, 2.5, 2.75]
+    assert result.best_val_loss == 2.0 and result.final_val_loss == 2.75
+    assert result.best_val_bpc == pytest.approx(2.0 / math.log(2), rel=1e-12)
+    assert len(calls) == 4
+    for data, seq_len, batches, batch_size, seed in calls:
+        assert data is shakespeare.val
+        assert (seq_len, batches, batch_size, seed) == (16, 3, 5, 22)
+    assert result.tokens_per_s > 0
+
+
+def test_same_seed_is_bit_identical_and_other_seed_is_not(shakespeare):
+    short = replace(TINY, train=replace(TINY.train, steps=25, eval_interval=10, eval_batches=2))
+    runs = [run_profile(shakespeare, short, model_overrides=dict(dropout=0.1),
+                        train_overrides=dict(seed=seed), device="cpu", progress=False)
+            for seed in (11, 11, 12)]
+    (m1, r1), (m2, r2), (_, r3) = runs
+    assert r1.steps == [10, 20, 25]  # the last step is always evaluated
+    assert r1.train_loss == r2.train_loss and r1.val_loss == r2.val_loss
+    for (name, a), b in zip(m1.state_dict().items(), m2.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert r1.train_loss != r3.train_loss and r1.val_loss != r3.val_loss
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation and sampling.
+
+
+def test_evaluate_is_seeded_and_scores_the_seeded_windows(shakespeare):
+    torch.manual_seed(0)
+    model = build_model(65, TINY, dropout=0.5).train()  # evaluate must switch dropout off
+    a = evaluate(model, shakespeare.val, 16, 3, 8, seed=5)
+    b = evaluate(model, shakespeare.val, 16, 3, 8, seed=5)
+    c = evaluate(model, shakespeare.val, 16, 3, 8, seed=6)
+    assert a == b and a != c
+    assert model.training  # the mode is restored
+    generator = torch.Generator().manual_seed(5)
+    model.eval()
+    with torch.no_grad():
+        losses = [model(*random_batch(shakespeare.val, 8, 16, generator))[1].item() for _ in range(3)]
+    assert a == pytest.approx(sum(losses) / 3, abs=1e-6)
+
+
+@pytest.mark.parametrize("batch_size, max_windows", [(5, None), (64, None), (4, 7)])
+def test_evaluate_sequential_equals_hand_loop(shakespeare, batch_size, max_windows):
+    torch.manual_seed(0)
+    model = build_model(65, TINY).eval()
+    data = shakespeare.val[:1000]
+    seq_len = 16
+    n_windows = 999 // seq_len if max_windows is None else max_windows
+    total = 0.0
+    with torch.no_grad():
+        for w in range(n_windows):
+            x = data[w * seq_len:(w + 1) * seq_len][None]
+            y = data[w * seq_len + 1:(w + 1) * seq_len + 1][None]
+            logits, _ = model(x)
+            total += F.cross_entropy(logits[0], y[0], reduction="sum").item()
+    expected = total / (n_windows * seq_len)
+    got = evaluate_sequential(model, data, seq_len, batch_size=batch_size, max_windows=max_windows)
+    assert got == pytest.approx(expected, abs=1e-5)
+
+
+def test_sample_is_seeded(trained, shakespeare):
+    model, _, _ = trained
+    a = sample(model, shakespeare, prompt="ROMEO:\n", max_new_tokens=80, seed=3)
+    b = sample(model, shakespeare, prompt="ROMEO:\n", max_new_tokens=80, seed=3)
+    c = sample(model, shakespeare, prompt="ROMEO:\n", max_new_tokens=80, seed=4)
+    assert a == b and a != c
+    assert a.startswith("ROMEO:\n") and len(a) == len("ROMEO:\n") + 80
+    assert set(a) <= set(shakespeare.tokenizer.chars)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        sample(model, shakespeare, prompt="€", max_new_tokens=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiments: results files, the command line, the baseline.
+
+
+def test_save_and_load_results_round_trip(tmp_path):
+    results = {"experiment": "demo", "losses": [4.17, 3.2, 2.5], "nested": {"bpc": 1.5, "ok": True}}
+    path = experiments.save_results("demo", "cpu", results, tmp_path / "results")
+    assert path == tmp_path / "results" / "demo-cpu.json"
+    assert json.loads(path.read_text()) == results
+    assert experiments.load_results("demo", tmp_path / "results") == results
+
+
+def test_load_results_prefers_gpu_then_cpu_then_smoke(tmp_path):
+    for profile in ("smoke", "cpu", "gpu"):
+        experiments.save_results("demo", profile, {"profile": profile}, tmp_path)
+    assert experiments.load_results("demo", tmp_path) == {"profile": "gpu"}
+    (tmp_path / "demo-gpu.json").unlink()
+    assert experiments.load_results("demo", tmp_path) == {"profile": "cpu"}
+    (tmp_path / "demo-cpu.json").unlink()
+    assert experiments.load_results("demo", tmp_path) == {"profile": "smoke"}
+    experiments.save_results("demo", "gpu", {"profile": "gpu"}, tmp_path)
+    assert experiments.load_results("demo", tmp_path, profiles=("smoke",)) == {"profile": "smoke"}
+
+
+def test_load_results_missing_names_the_command(tmp_path):
+    experiments.save_results("other", "gpu", {}, tmp_path)  # another experiment's file is no help
+    with pytest.raises(FileNotFoundError, match=re.escape("python -m mixers.experiments.demo --profile cpu")) as info:
+        experiments.load_results("demo", tmp_path)
+    assert str(tmp_path) in str(info.value)
+
+
+def test_results_dir_honours_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXERS_RESULTS", str(tmp_path / "elsewhere"))
+    assert experiments.results_dir() == tmp_path / "elsewhere"
+    path = experiments.save_results("demo", "smoke", {"x": 1})
+    assert path == tmp_path / "elsewhere" / "demo-smoke.json"
+    assert experiments.load_results("demo") == {"x": 1}
+
+
+def test_command_line_writes_results(tmp_path, monkeypatch, capsys):
+    calls = []
+
+    def run(profile, progress=True):
+        calls.append((profile, progress))
+        return {"profile": profile}
+
+    monkeypatch.setattr(sys, "argv", ["demo", "--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
+    experiments.main("demo", run, "a demo")
+    assert calls == [("smoke", False)]
+    assert json.loads((tmp_path / "demo-smoke.json").read_text()) == {"profile": "smoke"}
+    assert str(tmp_path / "demo-smoke.json") in capsys.readouterr().out
+
+    monkeypatch.setenv("MIXERS_PROFILE", "cpu")
+    monkeypatch.setattr(sys, "argv", ["demo", "--out", str(tmp_path)])
+    experiments.main("demo", run, "a demo")
+    assert calls[-1] == ("cpu", True)
+    assert (tmp_path / "demo-cpu.json").is_file()
+
+
+def test_baseline_run_produces_results_with_provenance(monkeypatch):
+    monkeypatch.setattr(baseline, "get_profile", lambda name: TINY)
+    results = baseline.run("tiny", progress=False)
+    assert results["experiment"] == "baseline"
+    assert results["full_val_loss"] < LN_VOCAB - 0.5
+    assert results["full_val_bpc"] == pytest.approx(results["full_val_loss"] / math.log(2), rel=1e-12)
+    assert results["sample"].startswith("ROMEO:\n") and len(results["sample"]) == len("ROMEO:\n") + 400
+    assert results["result"]["steps"] == [20, 40, 60]
+    prov = results["provenance"]
+    assert prov["profile"] == "tiny" and prov["wall_time_s"] > 0 and prov["seeds"] == [TINY.train.seed]
+    written = json.loads(json.dumps(results))  # what save_results writes must read back
+    assert written["full_val_loss"] == results["full_val_loss"] and written["sample"] == results["sample"]
+    assert written["result"]["val_loss"] == results["result"]["val_loss"]
