@@ -26,10 +26,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .alibi import AlibiMultiHeadAttention
 from .attention import MultiHeadAttention
 from .feed_forward import VARIANTS, feed_forward_variant
 from .gmlp import GatedMLP
-from .positions import POSITION_SCHEMES, build_positions
+from .positions import POSITION_SCHEMES, RotaryMultiHeadAttention, build_positions
 
 
 @dataclass
@@ -97,6 +98,17 @@ def _lookup(registry: dict, kind: str, name: str):
 @register_token_mixer("attention")
 def _causal_attention(config: ModelConfig) -> nn.Module:
     return MultiHeadAttention(config.d_model, config.n_heads, dropout=config.dropout, causal=True)
+
+
+# Token mixers that encode position inside attention; pair them with positions="none".
+@register_token_mixer("alibi")
+def _alibi_attention(config: ModelConfig) -> nn.Module:
+    return AlibiMultiHeadAttention(config.d_model, config.n_heads, dropout=config.dropout, causal=True)
+
+
+@register_token_mixer("rotary")
+def _rotary_attention(config: ModelConfig) -> nn.Module:
+    return RotaryMultiHeadAttention(config.d_model, config.n_heads, dropout=config.dropout, causal=True)
 
 
 def _register_feed_forward(variant: str) -> None:

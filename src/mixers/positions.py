@@ -82,3 +82,89 @@ def build_positions(name: str, d_model: int, max_len: int) -> nn.Module:
     if name == "learned":
         return LearnedPositions(d_model, max_len)
     raise ValueError(f"positions must be one of {POSITION_SCHEMES}, got {name!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Rotary position embeddings (RoPE; Su et al., "RoFormer", 2021): positions that act inside
+# attention, by rotating queries and keys. Appended to this module; the import sits here so the
+# schemes above stay untouched (attention.py imports nothing from the package: no cycle).
+
+from torch import Tensor  # noqa: E402
+
+from .attention import MultiHeadAttention  # noqa: E402
+
+
+def rotary_embedding(q_or_k: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
+    r"""Rotates each channel pair of ``q_or_k`` by an angle proportional to its position.
+
+    q_or_k: ``[batch, heads, seq, d_head]`` (any ``[..., seq, d_head]``), d_head even.
+    positions: ``[seq]``, or ``[batch, seq]`` for a 4-d input (per-sample positions, e.g. with
+    padding); int or float.
+    Returns the rotated tensor, same shape and dtype.
+
+    Pairs are *interleaved*, channels ``(2i, 2i+1)`` as in the RoFormer paper and in
+    ``sinusoidal_table`` above; pair i at position p turns by ``θ = p · base^(-2i/d_head)``::
+
+        out[2i]   = x[2i] cos θ - x[2i+1] sin θ
+        out[2i+1] = x[2i] sin θ + x[2i+1] cos θ
+
+    (GPT-NeoX and Hugging Face's LLaMA pair channel i with i + d_head/2 instead, "half-split".
+    The two are the same up to a fixed permutation of the channels, which the learned q/k
+    projections absorb, but weights trained with one do not fit the other.)
+
+    A rotation keeps norms, and rotating q by angle a and k by b changes their dot product only
+    through ``b - a``: ``rot(q, m) · rot(k, n)`` depends on m and n only via ``n - m``. So
+    attention sees relative positions, although each vector is rotated by its absolute one.
+    """
+    if not isinstance(q_or_k, Tensor) or not q_or_k.is_floating_point():
+        got = f"dtype {q_or_k.dtype}" if isinstance(q_or_k, Tensor) else type(q_or_k).__name__
+        raise TypeError(f"q_or_k must be a floating-point tensor [batch, heads, seq, d_head], got {got}")
+    if q_or_k.dim() < 2 or q_or_k.shape[-1] % 2:
+        raise ValueError(f"q_or_k must have shape [batch, heads, seq, d_head] with d_head even, "
+                         f"got {tuple(q_or_k.shape)}")
+    seq = q_or_k.shape[-2]
+    if not isinstance(positions, Tensor) or positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError("positions must be an int or float tensor [seq] or [batch, seq]")
+    if positions.dim() == 1 and positions.shape[0] == seq:
+        angles_shape = (seq, 1)                                        # broadcasts over the leading dims
+    elif positions.dim() == 2 and q_or_k.dim() == 4 and positions.shape == (q_or_k.shape[0], seq):
+        angles_shape = (positions.shape[0], 1, seq, 1)                 # one row per sample, shared by the heads
+    else:
+        raise ValueError(f"positions must have shape [seq={seq}] or [batch={q_or_k.shape[0]}, seq={seq}] "
+                         f"(the latter for a 4-d q_or_k), got {tuple(positions.shape)}")
+    d_head = q_or_k.shape[-1]
+    # Angles in at least float32: float16 spaces numbers 1 apart near 2000, so p · θ there would be
+    # off by up to half a radian.
+    compute = torch.promote_types(q_or_k.dtype, torch.float32)
+    inv_freq = base ** (-torch.arange(0, d_head, 2, device=q_or_k.device, dtype=compute) / d_head)
+    angles = positions.to(device=q_or_k.device, dtype=compute).reshape(angles_shape) * inv_freq
+    cos, sin = torch.cos(angles), torch.sin(angles)                   # [..., seq, d_head / 2]
+    pairs = q_or_k.to(compute).unflatten(-1, (d_head // 2, 2))
+    even, odd = pairs[..., 0], pairs[..., 1]
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+    return rotated.flatten(-2).to(q_or_k.dtype)
+
+
+class RotaryMultiHeadAttention(MultiHeadAttention):
+    """``MultiHeadAttention`` with rotary embeddings applied to q and k after the heads split.
+
+    Same forward as the base class: query ``[batch, q_len, d_model]``, key/value
+    ``[batch, k_len, d_model]`` -> ``[batch, q_len, d_model]``. Through the ``transform_qk`` hook,
+    key j is rotated to position j and query i to ``k_len - q_len + i`` (the base class's offset
+    convention), so calling it with the last q_len tokens as the query and every token so far as
+    key and value gives the last rows of the full pass (incremental decoding).
+    d_head = d_model / n_heads must be even; ``base`` sets the slowest wavelength (``2π·base``).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
+                 causal: bool = True, backend: str = "sdpa", base: float = 10000.0):
+        super().__init__(d_model, n_heads, dropout=dropout, bias=bias, causal=causal, backend=backend)
+        if self.d_head % 2:
+            raise ValueError(f"rotary embeddings rotate channel pairs: d_head = d_model / n_heads must be even, "
+                             f"got d_model={d_model}, n_heads={n_heads}, d_head={self.d_head}")
+        self.base = base
+
+    def transform_qk(self, q: Tensor, k: Tensor, q_offset: int) -> tuple[Tensor, Tensor]:
+        q_positions = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
+        k_positions = torch.arange(k.shape[-2], device=k.device)
+        return rotary_embedding(q, q_positions, self.base), rotary_embedding(k, k_positions, self.base)

@@ -1,0 +1,412 @@
+r"""Attention with Linear Biases (ALiBi): positions as a penalty on distance, not as embeddings.
+
+Press, Smith and Lewis, "Train Short, Test Long: Attention with Linear Biases Enables Input
+Length Extrapolation" (ICLR 2022). No position is added to the token embeddings; instead every
+head h adds a bias to its attention scores that falls linearly with the distance between the
+query at position i and the key at position j:
+
+    scores[h, i, j] = q_i · k_j / sqrt(d_head) - m_h · (i - j)          (j <= i, causal)
+
+The slopes ``m_h`` are fixed, not learned: a geometric series, so that some heads look far back
+(small m) and others only at their neighbours (large m). Because the bias depends only on
+``i - j``, a model trained on length L sees nothing new at length 2L except larger distances,
+which its heads already discount -- the paper's length extrapolation.
+
+Two equivalent forms. The paper (and the seed this module replaces) adds ``m · j`` instead of
+``-m · (i - j)``; the two differ by ``-m · i``, a constant along each softmax row (query i), and
+softmax is shift-invariant per row, so they give the same weights. This module computes the
+relative form ``-m · (i - j)`` from *positions*: it is 0 on the diagonal, never positive where
+attention is allowed, and stays correct when query i is not the i-th key (a key/value cache,
+chunked decoding) or when the positions are not ``0, 1, 2, ...`` (left padding).
+
+Conventions, shared with ``mixers.attention``:
+
+- shapes are batch-first; the bias is ``[heads, q_len, k_len]``, or ``[batch, heads, q_len,
+  k_len]`` when positions are given per sample;
+- query i sits at position ``q_offset + i`` with ``q_offset = k_len - q_len`` by default: the
+  queries are the *last* q_len of the k_len keys, as when decoding new tokens after a cache;
+- ``causal=True`` puts ``-inf`` where key j lies after query i in the sequence, i.e. above the
+  diagonal ``j <= q_offset + i`` (by index, like ``mixers.attention.causal_mask``);
+- ``symmetric=True`` uses ``-m · |i - j|`` for bidirectional attention. This is beyond the
+  paper, which only studies causal language models: without a causal mask the plain form
+  ``-m · (i - j)`` is *positive* for future keys and grows with their distance.
+
+``AlibiMultiHeadAttention`` is ``mixers.attention.MultiHeadAttention`` with the bias supplied
+through its ``attention_bias`` hook (eager and SDPA backends), plus a FlexAttention backend
+that computes the bias inside the kernel. ``seed_style_alibi_attention`` keeps the seed's naive
+layout as the benchmark's "before".
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from .attention import (
+    MultiHeadAttention,
+    _check_scores_like,
+    _check_tensor,
+    causal_mask,
+    key_padding_to_mask,
+)
+
+__all__ = ["alibi_slopes", "alibi_bias", "AlibiMultiHeadAttention", "seed_style_alibi_attention"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Slopes
+
+
+def _check_positive_int(name: str, value) -> None:
+    # bool is a subclass of int, but alibi_slopes(True) is surely a mistake
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a positive int, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+
+
+def _geometric_slopes(n: int) -> list[float]:
+    """``2^(-8/n), 2^(-16/n), ..., 2^(-8)``: the series for a power of two n, in float64.
+
+    Each term is one correctly rounded power, ``2^(-8 (i+1) / n)``, rather than a running
+    product, so no rounding error accumulates along the series (for n = 8 every slope is exact).
+    """
+    return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """The fixed ALiBi slope ``m_h`` of every head: float32 ``[n_heads]``.
+
+    For n a power of two the slopes are the geometric series that starts at ``2^(-8/n)`` and has
+    that same ratio: ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``; 8 heads get ``1/2, 1/4, ..., 1/256``.
+
+    Otherwise, with p the largest power of two below n (the paper's rule): the p slopes of the
+    p-head series, followed by every other slope of the 2p-head series, ``2^(-8/(2p)),
+    2^(-24/(2p)), ...`` (its indices 0, 2, 4, ...), until there are n. The 2p series is the p
+    series with one extra slope halfway (in log scale) between each neighbouring pair; its even
+    indices are exactly those new in-between slopes, so no slope repeats. The result keeps the
+    first p heads identical to a p-head model and spreads the extra heads *between* the existing
+    slopes, instead of extending the series below ``2^(-8)`` to ever-flatter, nearly
+    position-blind heads. So the slopes are not monotone in head order: 12 heads get
+    ``2^-1, ..., 2^-8, 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5``. Head order does not matter to the
+    model -- permuting the heads together with their projection weights computes the same function.
+    """
+    _check_positive_int("n_heads", n_heads)
+    p = 1 << (n_heads.bit_length() - 1)  # largest power of two <= n_heads, exact (no float log2)
+    slopes = _geometric_slopes(p) + _geometric_slopes(2 * p)[0::2][: n_heads - p]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# The bias
+
+
+def _as_slopes(slopes, name: str = "slopes_or_n_heads") -> Tensor:
+    """A float tensor ``[n_heads]`` as it is, or ``alibi_slopes(n)`` for a head count n."""
+    if isinstance(slopes, Tensor):
+        if not slopes.is_floating_point() or slopes.dim() != 1 or slopes.numel() < 1:
+            raise ValueError(f"{name} must be a positive int or a floating-point tensor [n_heads], "
+                             f"got a {slopes.dtype} tensor of shape {tuple(slopes.shape)}")
+        return slopes
+    if not isinstance(slopes, int) or isinstance(slopes, bool):
+        raise TypeError(f"{name} must be a positive int or a floating-point tensor [n_heads], got {slopes!r}")
+    if slopes < 1:
+        raise ValueError(f"{name} must be a positive int (the number of heads), got {slopes}")
+    return alibi_slopes(slopes)
+
+
+def _check_positions(positions, name: str, length_name: str, length: int) -> Tensor:
+    """Positions must be real numbers ``[length]`` or ``[batch, length]``."""
+    expected = f"[{length_name}={length}] or [batch, {length_name}={length}]"
+    if not isinstance(positions, Tensor):
+        raise TypeError(f"{name} must be a tensor of shape {expected}, got {type(positions).__name__}")
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"{name} must hold integer or floating-point positions, got dtype {positions.dtype}")
+    if positions.dim() not in (1, 2) or positions.shape[-1] != length:
+        raise ValueError(f"{name} must have shape {expected}, got {tuple(positions.shape)}")
+    return positions
+
+
+def _default_q_offset(q_len: int, k_len: int) -> int:
+    if q_len > k_len:
+        raise ValueError(f"q_len={q_len} > k_len={k_len}: the default q_offset = k_len - q_len would put the "
+                         "queries before the first key; pass q_offset (>= 0) explicitly")
+    return k_len - q_len
+
+
+def _causal_allowed(q_len: int, k_len: int, q_offset: int, device=None) -> Tensor:
+    """Bool ``[q_len, k_len]``: True where key j is not after query i, i.e. ``j <= q_offset + i``.
+
+    With ``q_offset = k_len - q_len`` this is ``mixers.attention.causal_mask(q_len, k_len)``.
+    """
+    query_index = torch.arange(q_offset, q_offset + q_len, device=device)
+    return torch.arange(k_len, device=device)[None, :] <= query_index[:, None]
+
+
+def alibi_bias(slopes_or_n_heads, q_len: int, k_len: int | None = None, causal: bool = True,
+               symmetric: bool = False, q_offset: int | None = None, key_positions: Tensor | None = None,
+               query_positions: Tensor | None = None, device=None, dtype=None) -> Tensor:
+    """The additive ALiBi bias ``-m_h · (pos_q[i] - pos_k[j])``: ``[heads, q_len, k_len]``.
+
+    slopes_or_n_heads: the slopes, a float tensor ``[heads]``, or a head count for ``alibi_slopes``.
+    q_len, k_len: numbers of queries and keys (``k_len`` defaults to ``q_len``).
+    q_offset: index of query 0 among the keys; default ``k_len - q_len`` (the queries are the last
+        q_len keys, as after a key/value cache). It sets the causal diagonal and, unless
+        ``query_positions`` is given, the query positions ``q_offset + arange(q_len)``.
+    key_positions: ``[k_len]`` or ``[batch, k_len]`` (int or float); default ``arange(k_len)``.
+        Pass padding-aware positions here, e.g. ``(keep.cumsum(-1) - 1).clamp(min=0)``.
+    query_positions: ``[q_len]`` or ``[batch, q_len]``; default: the positions of the keys they
+        sit on, ``key_positions[..., q_offset : q_offset + q_len]``.
+    causal: ``-inf`` where key j comes after query i in the sequence, ``j > q_offset + i`` (by
+        index, not position: padded keys still need a padding mask).
+    symmetric: ``-m · |pos_q - pos_k|``, for bidirectional attention (beyond the paper).
+    device, dtype: of the result; default the positions' (else the slopes') device, and the
+        slopes' dtype (float32 for a head count).
+
+    Returns ``[heads, q_len, k_len]``, or ``[batch, heads, q_len, k_len]`` when either positions
+    tensor has a batch dim. Only differences of positions enter, so shifting all positions by the
+    same amount changes nothing (why left padding is harmless once the pads are masked).
+    """
+    slopes = _as_slopes(slopes_or_n_heads)
+    _check_positive_int("q_len", q_len)
+    k_len = q_len if k_len is None else k_len
+    _check_positive_int("k_len", k_len)
+    if q_offset is None:
+        q_offset = _default_q_offset(q_len, k_len)
+    elif not isinstance(q_offset, int) or isinstance(q_offset, bool):
+        raise TypeError(f"q_offset must be an int >= 0 (the index of query 0 among the keys), got {q_offset!r}")
+    elif q_offset < 0:
+        raise ValueError(f"q_offset must be an int >= 0 (the index of query 0 among the keys), got {q_offset}")
+    if key_positions is not None:
+        key_positions = _check_positions(key_positions, "key_positions", "k_len", k_len)
+    if query_positions is not None:
+        query_positions = _check_positions(query_positions, "query_positions", "q_len", q_len)
+    if device is None:
+        given = key_positions if key_positions is not None else query_positions
+        device = given.device if given is not None else slopes.device
+    dtype = slopes.dtype if dtype is None else dtype
+
+    if query_positions is None:
+        if key_positions is None:
+            query_positions = torch.arange(q_offset, q_offset + q_len, device=device)
+        elif q_offset + q_len <= k_len:
+            query_positions = key_positions[..., q_offset: q_offset + q_len]
+        else:
+            raise ValueError(f"query_positions is needed when key_positions are given and q_offset + q_len = "
+                             f"{q_offset + q_len} > k_len = {k_len}: queries past the last key have no key "
+                             "positions to take theirs from")
+    if key_positions is None:
+        key_positions = torch.arange(k_len, device=device)
+    # Integer positions as int64: differences of uint8 positions would wrap around below zero.
+    key_positions, query_positions = (p.to(device) if p.is_floating_point() else p.to(device, torch.long)
+                                      for p in (key_positions, query_positions))
+    if key_positions.dim() == 2 and query_positions.dim() == 2 and key_positions.shape[0] != query_positions.shape[0]:
+        raise ValueError(f"query_positions {tuple(query_positions.shape)} and key_positions "
+                         f"{tuple(key_positions.shape)} must have the same batch size")
+
+    # Subtract before any cast to floating point: int64 differences are exact however far the
+    # positions run, whereas positions near 1e7 cast to float32 first would lose their last digits.
+    distance = query_positions[..., :, None] - key_positions[..., None, :]   # [(batch,) q_len, k_len]
+    if symmetric:
+        distance = distance.abs()
+    # Multiply in at least float32, then round once to the requested dtype: m · distance in
+    # float16 would round the slope and the distance separately before the product.
+    compute = torch.promote_types(dtype, torch.float32)
+    slopes = slopes.to(device=device, dtype=compute)[:, None, None]        # [heads, 1, 1]
+    bias = -(slopes * distance.to(compute).unsqueeze(-3))                  # [(batch,) heads, q_len, k_len]
+    if causal:
+        allowed = _causal_allowed(q_len, k_len, q_offset, device)
+        bias = bias.masked_fill(~allowed, float("-inf"))
+    return bias.to(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# The layer
+
+
+# torch.compile(flex_attention), built on first use and shared by every module and call: compiling
+# per call (or per module) would re-trace each time. The kernel is still recompiled, by torch, for
+# each new combination of shapes and mask kinds, but not for new slopes, offsets or mask values,
+# which the score_mod and mask_mod below read from tensors rather than from Python constants.
+_compiled_flex_attention = None
+
+
+def _flex_attention():
+    global _compiled_flex_attention
+    if _compiled_flex_attention is None:
+        from torch.nn.attention.flex_attention import flex_attention
+        _compiled_flex_attention = torch.compile(flex_attention)
+    return _compiled_flex_attention
+
+
+class AlibiMultiHeadAttention(MultiHeadAttention):
+    """Multi-head attention with ALiBi biases instead of position embeddings.
+
+    query ``[batch, q_len, d_model]``, key/value ``[batch, k_len, d_model]`` (None: self-attention)
+    -> ``[batch, q_len, d_model]`` (or ``(output, weights [batch, heads, q_len, k_len])`` with
+    ``need_weights=True``), exactly as ``MultiHeadAttention.forward``, with the same ``mask`` and
+    ``key_padding_mask`` arguments. Head h adds ``-slopes[h] · (i - j)`` to its scores; a causal
+    layer masks future keys, a bidirectional one (``causal=False``) uses ``-slopes[h] · |i - j|``.
+
+    Query i sits at position ``k_len - q_len + i``: calling it with the last q_len tokens as the
+    query and all k_len tokens so far as key and value gives the last q_len rows of the full pass
+    (incremental decoding). With left padding, mask the pads with ``key_padding_mask``; the real
+    tokens then get the unpadded result, since the bias only sees differences of positions.
+
+    Backends (``backend``, settable on the instance), all computing the same function:
+
+    - ``"eager"``: ``mixers.attention.scaled_dot_product_attention`` with the bias; returns weights;
+    - ``"sdpa"``: torch's fused SDPA with the bias (and -inf for masked keys) as one additive
+      float mask in the query's dtype -- the base class does this with ``attention_bias``. In
+      bfloat16 that mask rounds far distances: ``m · d`` keeps 8 significant bits, so at
+      ``m · d = 500`` the bias is off by up to 1 (a factor e in the weight);
+    - ``"flex"``: ``torch.nn.attention.flex_attention``, compiled: the bias is computed inside the
+      kernel by a ``score_mod`` (on float32 scores) and the masks become a ``block_mask``, so no
+      ``[q_len, k_len]`` bias is materialised and fully masked blocks are skipped. No attention
+      dropout (it raises while training with ``dropout > 0``); float32/bfloat16/float16.
+
+    ``slopes`` is a non-persistent buffer (not in the state dict; it moves with ``.to()``). The bias
+    is built fresh on every call for that call's lengths, device and dtype; nothing is cached.
+    """
+
+    BACKENDS = ("eager", "sdpa", "flex")
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
+                 causal: bool = True, backend: str = "sdpa"):
+        super().__init__(d_model, n_heads, dropout=dropout, bias=bias, causal=causal, backend=backend)
+        self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
+
+    def _exact_slopes(self, device) -> Tensor:
+        # model.half() / .to(torch.bfloat16) also casts this buffer, rounding the slopes to 11 or 8
+        # bits; rebuild them then. (Autocast, the recommended route, leaves the buffer float32.)
+        if self.slopes.dtype in (torch.float32, torch.float64):
+            return self.slopes.to(device)
+        return alibi_slopes(self.n_heads).to(device)
+
+    def attention_bias(self, q_len: int, k_len: int, device, dtype) -> Tensor:
+        """``alibi_bias`` for this call: ``[heads, q_len, k_len]``, -inf above the diagonal if causal."""
+        return alibi_bias(self._exact_slopes(device), q_len, k_len, causal=self.causal,
+                          symmetric=not self.causal, device=device, dtype=dtype)
+
+    def _scale(self) -> float:
+        # The base class's ``scale`` (None: 1/sqrt(d_head)), honoured by the flex path as by the others.
+        scale = getattr(self, "scale", None)
+        return 1.0 / math.sqrt(self.d_head) if scale is None else scale
+
+    def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, *,
+                mask: Tensor | None = None, key_padding_mask: Tensor | None = None,
+                need_weights: bool = False):
+        # The base class runs "eager" and "sdpa" (and anything with need_weights, which is eager);
+        # only "flex" needs a path of its own, because the bias must not be materialised for it.
+        if self.backend != "flex" or need_weights:
+            return super().forward(query, key, value, mask=mask, key_padding_mask=key_padding_mask,
+                                   need_weights=need_weights)
+        return self._flex_forward(query, key, value, mask, key_padding_mask)
+
+    def _flex_forward(self, query, key, value, mask, key_padding_mask) -> Tensor:
+        key = query if key is None else key
+        value = key if value is None else value
+        scores_shape = self._check_inputs(query, key, value)
+        batch, heads, q_len, k_len = scores_shape
+        if self.training and self.dropout > 0:
+            raise ValueError(f"backend='flex' has no attention dropout, but dropout={self.dropout} while "
+                             "training: use backend 'sdpa' or 'eager' to train with dropout")
+        q_offset = _default_q_offset(q_len, k_len)
+        q = self._split_heads(self.q_proj(query))
+        k = self._split_heads(self.k_proj(key))
+        v = self._split_heads(self.v_proj(value))
+        q, k = self.transform_qk(q, k, q_offset=q_offset)
+
+        # Tensors, not Python numbers, so that new slopes or offsets do not recompile the kernel.
+        slopes = self._exact_slopes(q.device).float()
+        offset = torch.tensor(q_offset, device=q.device)
+        if self.causal:
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return score - slopes[h] * (q_idx + offset - kv_idx)
+        else:
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return score - slopes[h] * (q_idx + offset - kv_idx).abs()
+
+        # The "may attend" pieces, each read inside the kernel from a small tensor.
+        conditions = []
+        mask_batch = mask_heads = None  # None: the block mask broadcasts over that dim
+        if self.causal:
+            conditions.append(lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + offset)
+        if key_padding_mask is not None:
+            keep = key_padding_to_mask(key_padding_mask)[:, 0, 0, :]    # [batch, k_len], True = real
+            if keep.shape != (batch, k_len):
+                raise ValueError(f"key_padding_mask must have shape [batch, k_len] = {(batch, k_len)}, "
+                                 f"got {tuple(key_padding_mask.shape)}")
+            conditions.append(lambda b, h, q_idx, kv_idx: keep[b, kv_idx])
+            mask_batch = batch
+        if mask is not None:
+            _check_scores_like(mask, "mask", scores_shape, "[batch, heads, q_len, k_len]")
+            attend = mask.expand(scores_shape)
+            conditions.append(lambda b, h, q_idx, kv_idx: attend[b, h, q_idx, kv_idx])
+            mask_batch, mask_heads = batch, heads
+
+        block_mask = None
+        if conditions:
+            from torch.nn.attention.flex_attention import create_block_mask
+
+            def mask_mod(b, h, q_idx, kv_idx):
+                allowed = conditions[0](b, h, q_idx, kv_idx)
+                for condition in conditions[1:]:
+                    allowed = allowed & condition(b, h, q_idx, kv_idx)
+                return allowed
+
+            block_mask = create_block_mask(mask_mod, mask_batch, mask_heads, q_len, k_len, device=q.device)
+        # A query that may attend to nothing gets a zero output from flex_attention, as on the
+        # other backends (its log-sum-exp is -inf; no NaN).
+        out = _flex_attention()(q, k, v, score_mod=score_mod, block_mask=block_mask,
+                                scale=self._scale())
+        return self.out_proj(self._merge_heads(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# The seed's layout, kept as the benchmark's "before"
+
+
+def seed_style_alibi_attention(q: Tensor, k: Tensor, v: Tensor, slopes, causal: bool = True) -> Tensor:
+    """ALiBi attention done the seed's way -- deliberately naive; the book's benchmark "before".
+
+    q, k, v: ``[batch, heads, seq, d_head]`` (self-attention: one length); slopes: ``[heads]`` or a
+    head count. Returns ``[batch, heads, seq, d_head]``, equal to causal ALiBi attention.
+
+    Internally it follows the seed: tensors permuted to ``[seq, batch, heads, d]``, scores
+    materialised as ``[seq, seq, batch, heads]`` by einsum, the bias in the seed's form ``m · j``
+    (equal to ``-m · (i - j)`` up to a per-row constant) built as its own ``[seq, seq, heads]``
+    tensor and added, masked with ``masked_fill``, softmax over dim 1. Why it is slow:
+
+    - every step materialises a full ``[seq, seq, batch, heads]`` tensor (scores, scores + bias,
+      masked scores, weights): four O(seq²) tensors in memory where a fused kernel keeps none;
+    - the softmax and the second einsum reduce over dim 1, a strided, non-innermost dim, and the
+      einsums must permute their operands into a batched-matmul layout (copies);
+    - nothing is fused: bias, mask and softmax are separate passes over memory, and work is spent
+      on the masked half of the scores that a causal kernel would skip.
+    Only ``m · j`` is correct here because of the causal mask's per-row softmax; for
+    bidirectional use it would *favour* distant future keys (``-m · |i - j|`` is needed).
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _check_tensor(x, name, "[batch, heads, seq, d_head]", ndim=4)
+    if k.shape != q.shape or v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"q, k, v must have shapes [batch, heads, seq, d_head] with one seq (self-attention), "
+                         f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    batch, heads, seq, d_head = q.shape
+    slopes = _as_slopes(slopes, "slopes").to(device=q.device, dtype=q.dtype)
+    if slopes.shape != (heads,):
+        raise ValueError(f"slopes must have shape [heads={heads}], got {tuple(slopes.shape)}")
+
+    q, k, v = (x.permute(2, 0, 1, 3) for x in (q, k, v))                    # [seq, batch, heads, d]
+    scores = torch.einsum("ibhd,jbhd->ijbh", q, k) / math.sqrt(d_head)      # [seq, seq, batch, heads]
+    distance = torch.arange(seq, device=q.device, dtype=q.dtype).expand(seq, seq)   # [i, j] -> j
+    bias = distance[:, :, None] * slopes[None, None, :]                     # [seq, seq, heads]: m · j
+    scores = scores + bias[:, :, None, :]
+    if causal:
+        allowed = causal_mask(seq, device=q.device)
+        scores = scores.masked_fill(~allowed[:, :, None, None], float("-inf"))
+    weights = torch.softmax(scores, dim=1)
+    out = torch.einsum("ijbh,jbhd->ibhd", weights, v)                       # [seq, batch, heads, d]
+    return out.permute(1, 2, 0, 3)

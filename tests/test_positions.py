@@ -1,0 +1,205 @@
+"""Tests of mixers.positions against brute-force references written here.
+
+The sinusoidal table and the rotary embedding are checked element by element with Python's
+math.sin / math.cos (a 2x2 rotation per channel pair); RotaryMultiHeadAttention against its
+defining properties (relative positions, causality, incremental decoding) and a reference built
+from its own weights with torch's SDPA.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mixers.positions import (
+    LearnedPositions,
+    RotaryMultiHeadAttention,
+    SinusoidalPositions,
+    rotary_embedding,
+    sinusoidal_table,
+)
+
+DT = torch.float64
+ATOL = 1e-10
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sinusoidal and learned positions
+
+
+@pytest.mark.parametrize("seq_len, d_model, base", [(7, 8, 10000.0), (5, 6, 100.0), (1, 2, 10000.0)])
+def test_sinusoidal_table_matches_brute_force(seq_len, d_model, base):
+    table = sinusoidal_table(seq_len, d_model, base)
+    assert table.shape == (seq_len, d_model)
+    expected = torch.empty(seq_len, d_model, dtype=DT)
+    for pos in range(seq_len):
+        for i in range(d_model // 2):
+            angle = pos / base ** (2 * i / d_model)
+            expected[pos, 2 * i] = math.sin(angle)
+            expected[pos, 2 * i + 1] = math.cos(angle)
+    torch.testing.assert_close(table.to(DT), expected, atol=1e-6, rtol=0)  # a float32 table
+    if base == 10000.0:  # the module uses the default base
+        torch.testing.assert_close(SinusoidalPositions(d_model)(seq_len), table, atol=0, rtol=0)
+
+
+def test_sinusoidal_table_needs_an_even_width():
+    with pytest.raises(ValueError, match="d_model"):
+        sinusoidal_table(4, 5)
+
+
+def test_learned_positions_raise_past_max_len():
+    positions = LearnedPositions(8, max_len=5)
+    assert positions(5).shape == (5, 8)
+    with pytest.raises(ValueError, match="5 rows.*6 tokens"):
+        positions(6)
+
+
+# ---------------------------------------------------------------------------------------------
+# rotary_embedding
+
+
+def brute_rotary(x, positions, base=10000.0):
+    """A 2x2 rotation of each channel pair (2i, 2i+1) by pos · base^(-2i/d), one loop step each."""
+    *lead, seq, d = x.shape
+    out = torch.empty(x.shape, dtype=DT)  # contiguous, so that view below shares its memory
+    flat_x, flat_out = x.reshape(-1, seq, d), out.view(-1, seq, d)
+    for n in range(flat_x.shape[0]):
+        for s in range(seq):
+            pos = float(positions[s])
+            for i in range(d // 2):
+                theta = pos * base ** (-2 * i / d)
+                a, b = float(flat_x[n, s, 2 * i]), float(flat_x[n, s, 2 * i + 1])
+                flat_out[n, s, 2 * i] = a * math.cos(theta) - b * math.sin(theta)
+                flat_out[n, s, 2 * i + 1] = a * math.sin(theta) + b * math.cos(theta)
+    return out
+
+
+@pytest.mark.parametrize("base", [10000.0, 10.0])
+def test_rotary_matches_brute_force_rotation(base):
+    x = torch.randn(2, 3, 5, 6, dtype=DT)
+    positions = torch.tensor([0, 1, 2, 7, 100])
+    torch.testing.assert_close(rotary_embedding(x, positions, base), brute_rotary(x, positions, base),
+                               atol=ATOL, rtol=0)
+
+
+def test_rotary_pairs_are_interleaved():
+    # A unit vector in channel 0 at position 1 turns (by 1 radian) into channels 0 and 1 only.
+    x = torch.zeros(1, 1, 1, 4, dtype=DT)
+    x[..., 0] = 1.0
+    out = rotary_embedding(x, torch.tensor([1]))
+    expected = torch.tensor([math.cos(1.0), math.sin(1.0), 0.0, 0.0], dtype=DT)
+    torch.testing.assert_close(out[0, 0, 0], expected, atol=ATOL, rtol=0)
+
+
+def test_rotary_preserves_norms():
+    x = torch.randn(2, 3, 9, 8, dtype=DT)
+    out = rotary_embedding(x, torch.arange(9) * 13)
+    torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1), atol=ATOL, rtol=0)
+    pair_norms = out.unflatten(-1, (4, 2)).norm(dim=-1)  # each 2-d pair is rotated on its own
+    torch.testing.assert_close(pair_norms, x.unflatten(-1, (4, 2)).norm(dim=-1), atol=ATOL, rtol=0)
+    assert not torch.allclose(out, x)
+
+
+def test_rotary_dot_product_depends_only_on_the_relative_offset():
+    q, k = torch.randn(8, dtype=DT), torch.randn(8, dtype=DT)
+
+    def rotated_dot(m, n):
+        rq = rotary_embedding(q.view(1, 8), torch.tensor([m]))
+        rk = rotary_embedding(k.view(1, 8), torch.tensor([n]))
+        return float((rq * rk).sum())
+
+    for m, n in [(0, 0), (3, 1), (1, 3), (10, 2)]:
+        for shift in (1, 5, 37):
+            assert math.isclose(rotated_dot(m, n), rotated_dot(m + shift, n + shift), abs_tol=1e-10)
+    assert not math.isclose(rotated_dot(3, 1), rotated_dot(1, 3), abs_tol=1e-6)  # the offset does matter
+
+
+def test_rotary_accepts_per_sample_positions_and_keeps_dtype():
+    x = torch.randn(2, 3, 4, 6, dtype=DT)
+    positions = torch.tensor([[0, 0, 1, 2], [0, 1, 2, 3]])  # sample 0 left-padded by one
+    out = rotary_embedding(x, positions)
+    for b in range(2):
+        torch.testing.assert_close(out[b], rotary_embedding(x[b], positions[b]), atol=ATOL, rtol=0)
+    half = rotary_embedding(x.to(torch.bfloat16), positions)
+    assert half.dtype == torch.bfloat16
+
+
+def test_rotary_bad_arguments_name_them():
+    with pytest.raises(ValueError, match="d_head even"):
+        rotary_embedding(torch.randn(1, 2, 3, 5), torch.arange(3))
+    with pytest.raises(ValueError, match="positions"):
+        rotary_embedding(torch.randn(1, 2, 3, 4), torch.arange(4))
+    with pytest.raises(ValueError, match="positions"):
+        rotary_embedding(torch.randn(2, 2, 3, 4), torch.zeros(3, 3))
+    with pytest.raises(TypeError, match="positions"):
+        rotary_embedding(torch.randn(1, 2, 3, 4), [0, 1, 2])
+    with pytest.raises(TypeError, match="q_or_k"):
+        rotary_embedding(torch.zeros(1, 2, 3, 4, dtype=torch.long), torch.arange(3))
+
+
+# ---------------------------------------------------------------------------------------------
+# RotaryMultiHeadAttention
+
+
+def make_rotary(backend="sdpa", causal=True):
+    module = RotaryMultiHeadAttention(16, 2, causal=causal, backend=backend).to(DT)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0.0, 0.5)
+    return module.eval()
+
+
+def reference_rotary_mha(module, x):
+    """From the module's weights: split heads, rotate with the brute-force loop, torch's SDPA."""
+    batch, seq, _ = x.shape
+
+    def split(t):
+        return t.view(batch, seq, 2, 8).transpose(1, 2)
+
+    q = brute_rotary(split(module.q_proj(x)), range(seq))
+    k = brute_rotary(split(module.k_proj(x)), range(seq))
+    out = F.scaled_dot_product_attention(q, k, split(module.v_proj(x)), is_causal=module.causal)
+    return module.out_proj(out.transpose(1, 2).reshape(batch, seq, 16))
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_rotary_attention_matches_reference(backend, causal):
+    module = make_rotary(backend, causal)
+    x = torch.randn(2, 5, 16, dtype=DT)
+    with torch.no_grad():
+        torch.testing.assert_close(module(x), reference_rotary_mha(module, x), atol=ATOL, rtol=0)
+
+
+def test_rotary_attention_is_causal_by_perturbation():
+    module = make_rotary()
+    x = torch.randn(1, 6, 16, dtype=DT)
+    y = x.clone()
+    y[:, 3] += 1.0
+    with torch.no_grad():
+        out_x, out_y = module(x), module(y)
+    torch.testing.assert_close(out_x[:, :3], out_y[:, :3], atol=ATOL, rtol=0)
+    assert ((out_x[:, 3:] - out_y[:, 3:]).abs().amax(-1) > 1e-6).all()
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_rotary_incremental_decoding_equals_the_full_pass(backend):
+    module = make_rotary(backend)
+    x = torch.randn(2, 6, 16, dtype=DT)
+    with torch.no_grad():
+        full = module(x)
+        for t in range(6):  # one new token at a time, with every past token as key and value
+            step = module(x[:, t: t + 1], x[:, : t + 1], x[:, : t + 1])
+            torch.testing.assert_close(step, full[:, t: t + 1], atol=ATOL, rtol=0)
+        torch.testing.assert_close(module(x[:, 2:], x, x), full[:, 2:], atol=ATOL, rtol=0)
+
+
+def test_rotary_attention_needs_an_even_head_width():
+    with pytest.raises(ValueError, match="d_head"):
+        RotaryMultiHeadAttention(6, 2)  # d_head = 3
