@@ -200,12 +200,12 @@ def torch_mha_like(ours):
     return ref.eval()
 
 
-def reference_mha(m, query, key, value, allowed=None, bias=None):
+def reference_mha(m, query, key, value, allowed=None, bias=None, scale=None):
     """Multi-head attention written out with einsum, per head."""
     def heads(x, proj):
         return F.linear(x, proj.weight, proj.bias).unflatten(-1, (m.n_heads, m.d_head)).transpose(1, 2)
     q, k, v = heads(query, m.q_proj), heads(key, m.k_proj), heads(value, m.v_proj)
-    weights = reference_weights(q, k, 1 / math.sqrt(m.d_head), bias, allowed)
+    weights = reference_weights(q, k, 1 / math.sqrt(m.d_head) if scale is None else scale, bias, allowed)
     out = torch.einsum("bhij,bhjd->bihd", weights, v).flatten(2)
     return F.linear(out, m.out_proj.weight, m.out_proj.bias), weights
 
@@ -300,6 +300,46 @@ def test_mha_backends_agree(causal, masks):
         ours.backend = backend
         out = ours(query, memory, mask=mask, key_padding_mask=padding)
         torch.testing.assert_close(out, expected, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.3])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("masks", ["none", "padding"])
+def test_mha_scale_option_on_both_backends(scale, causal, masks):
+    ours = make_mha(causal=causal, scale=scale)
+    x = rand(2, 6, 16)
+    padding = torch.tensor([[False] * 6, [False] * 4 + [True] * 2]) if masks == "padding" else None
+    allowed = torch.ones(2, 4, 6, 6, dtype=torch.bool)
+    if padding is not None:
+        allowed &= ~padding[:, None, None, :]
+    if causal:
+        allowed &= torch.ones(6, 6, dtype=torch.bool).tril()
+    expected, expected_weights = reference_mha(ours, x, x, x, allowed, scale=scale)
+    for backend in BACKENDS:
+        ours.backend = backend
+        torch.testing.assert_close(ours(x, key_padding_mask=padding), expected, atol=ATOL, rtol=0)
+    _, weights = ours(x, key_padding_mask=padding, need_weights=True)
+    torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=0)
+    default = make_mha(causal=causal)
+    default.load_state_dict(ours.state_dict())
+    assert default.scale is None
+    assert not torch.allclose(default(x, key_padding_mask=padding), expected)  # the scale mattered
+
+
+def test_mha_default_scale_is_one_over_sqrt_d_head():
+    ours = make_mha(d_model=16, n_heads=2)
+    explicit = make_mha(d_model=16, n_heads=2, scale=1 / math.sqrt(8))
+    explicit.load_state_dict(ours.state_dict())
+    x = rand(2, 5, 16)
+    for backend in BACKENDS:
+        ours.backend = explicit.backend = backend
+        torch.testing.assert_close(ours(x), explicit(x), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("inf"), float("nan"), "0.5"])
+def test_mha_bad_scale_raises(scale):
+    with pytest.raises(ValueError, match="scale"):
+        MultiHeadAttention(16, 4, scale=scale)
 
 
 class FixedBiasAttention(MultiHeadAttention):

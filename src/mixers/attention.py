@@ -254,6 +254,10 @@ class MultiHeadAttention(nn.Module):
     merges heads and applies ``out_proj``. ``backend`` (settable on the instance) picks "eager"
     (this module's ``scaled_dot_product_attention``) or "sdpa" (torch's fused kernel).
 
+    ``scale`` multiplies the scores ``q·k``: None (the default) is ``1/sqrt(d_head)``; ``scale=1.0``
+    is the un-scaled dot product of the seed code, kept to show why the scale matters. Both
+    backends honour it.
+
     Subclasses extend it through two hooks: ``attention_bias`` (e.g. ALiBi) and ``transform_qk``
     (e.g. rotary embeddings).
     """
@@ -262,7 +266,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
                  causal: bool = False, kdim: int | None = None, vdim: int | None = None,
-                 backend: str = "sdpa"):
+                 backend: str = "sdpa", scale: float | None = None):
         super().__init__()
         if n_heads < 1 or d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
@@ -270,6 +274,9 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.kdim, self.vdim = kdim or d_model, vdim or d_model
         self.dropout, self.causal, self.backend = dropout, causal, backend
+        if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale must be None (1/sqrt(d_head)) or a positive finite float, got {scale!r}")
+        self.scale = None if scale is None else float(scale)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(self.kdim, d_model, bias=bias)
         self.v_proj = nn.Linear(self.vdim, d_model, bias=bias)
@@ -335,14 +342,14 @@ class MultiHeadAttention(nn.Module):
         weights = None
         if need_weights or self.backend == "eager":
             attend = self._with_causal(attend, q_len, k_len, query.device)
-            out, weights = scaled_dot_product_attention(q, k, v, attend, bias, dropout_p=dropout_p)
+            out, weights = scaled_dot_product_attention(q, k, v, attend, bias, self.scale, dropout_p)
         elif self.causal and attend is None and bias is None and q_len == k_len:
             # Nothing but causality: let the fused kernel skip the future without reading a mask.
             # (is_causal aligns the mask top-left, which matches ours only when q_len == k_len.)
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale)
         else:
             attend = self._with_causal(attend, q_len, k_len, query.device)
-            out = _fused_attention(q, k, v, attend, bias, dropout_p)
+            out = _fused_attention(q, k, v, attend, bias, dropout_p, self.scale)
         out = self.out_proj(self._merge_heads(out))
         return (out, weights) if need_weights else out
 
@@ -375,14 +382,14 @@ class MultiHeadAttention(nn.Module):
         return x.transpose(1, 2).reshape(batch, seq, self.d_model)
 
 
-def _fused_attention(q, k, v, attend, bias, dropout_p):
+def _fused_attention(q, k, v, attend, bias, dropout_p, scale=None):
     """torch's SDPA with a "may attend" mask and/or an additive bias, safe for empty rows.
 
     Kernels differ on a query that may attend to nothing (some give NaN, and NaN in the backward
     pass). So such rows attend to every key inside the kernel, and their output is zeroed after.
     """
     if attend is None and bias is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale)
     if bias is None:
         empty_rows = ~attend.any(dim=-1, keepdim=True)
         attn_mask = attend | empty_rows
@@ -393,7 +400,7 @@ def _fused_attention(q, k, v, attend, bias, dropout_p):
             attn_mask = attn_mask.masked_fill(~attend, float("-inf"))
         empty_rows = (attn_mask == float("-inf")).all(dim=-1, keepdim=True)
         attn_mask = attn_mask.masked_fill(empty_rows, 0.0)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
     return out.masked_fill(empty_rows, 0.0)
 
 

@@ -104,3 +104,376 @@ def attention_heads(
     if colorbar:
         axes[0].figure.colorbar(axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02)
     return axes
+
+
+# ---- feed-forward chapter: activations, gate surfaces, curves over seeds ----
+
+
+def activation_curves(
+    names: Sequence[str] = ("relu", "gelu", "swish", "sigmoid"),
+    ax=None,
+    z_range: tuple[float, float] = (-4.0, 4.0),
+    points: int = 401,
+    title: str | None = None,
+):
+    """Each activation ``f(z)`` of ``mixers.feed_forward.ACTIVATIONS`` named in ``names``, over ``z``."""
+    from .feed_forward import ACTIVATIONS
+
+    ax = _axes(ax)
+    z = torch.linspace(*z_range, points)
+    for name in names:
+        if name not in ACTIVATIONS:
+            raise ValueError(f"names must be keys of ACTIVATIONS {list(ACTIVATIONS)}, got {name!r}")
+        with torch.no_grad():
+            ax.plot(z, ACTIVATIONS[name]()(z), label=name)
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.axvline(0, color="black", linewidth=0.6)
+    ax.set_xlabel("z")
+    ax.set_ylabel("f(z)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def gate_surface(
+    activation: str,
+    gated: bool = True,
+    ax=None,
+    extent: float = 3.0,
+    points: int = 201,
+    vmax: float | None = None,
+    title: str | None = None,
+    colorbar: bool = True,
+):
+    """What one hidden unit computes from its two pre-activations, over a grid of ``(a, b)``.
+
+    ``a = x·w1`` is the activation branch and ``b = x·v`` the linear branch; a gated unit
+    outputs ``f(a)·b``, an ungated one ``f(a)`` whatever ``b`` is. ``activation`` is a key of
+    ``mixers.feed_forward.ACTIVATIONS``. Drawn as a diverging colour map (red > 0 > blue) over
+    ``[-extent, extent]²`` with black contours; ``vmax`` fixes the colour scale (default: the
+    largest absolute value), so several panels can share one.
+    """
+    from .feed_forward import ACTIVATIONS
+
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be a key of ACTIVATIONS {list(ACTIVATIONS)}, got {activation!r}")
+    ax = _axes(ax)
+    axis = torch.linspace(-extent, extent, points)
+    b, a = torch.meshgrid(axis, axis, indexing="ij")  # rows: b, columns: a
+    with torch.no_grad():
+        values = ACTIVATIONS[activation]()(a)
+    if gated:
+        values = values * b
+    limit = vmax if vmax is not None else max(values.abs().max().item(), 1e-12)
+    image = ax.imshow(values, origin="lower", extent=(-extent, extent, -extent, extent), cmap="RdBu_r",
+                      vmin=-limit, vmax=limit, aspect="equal")
+    ax.contour(a, b, values, levels=9, colors="black", linewidths=0.5, alpha=0.6)
+    ax.set_xlabel("a = x·w₁ (activation branch)")
+    ax.set_ylabel("b = x·v (linear branch)")
+    ax.set_title(title if title is not None else (f"{activation}(a)·b" if gated else f"{activation}(a)"))
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def loss_bands(
+    groups: dict[str, list[dict]],
+    ax=None,
+    metric: str = "val_loss",
+    colors: dict[str, str] | None = None,
+    linestyles: dict[str, str] | None = None,
+    title: str | None = None,
+):
+    """The mean over seeds of each group's loss curve, in a band of ± one standard deviation.
+
+    ``groups`` maps a label to the ``TrainResult.to_dict()`` of each seed's run; the runs of a
+    group must share their evaluation steps. ``metric`` is ``"val_loss"`` or ``"train_loss"``.
+    """
+    ax = _axes(ax)
+    for i, (label, runs) in enumerate(groups.items()):
+        steps = runs[0]["steps"]
+        if any(run["steps"] != steps for run in runs):
+            raise ValueError(f"the runs of group {label!r} must share their evaluation steps")
+        curves = torch.tensor([run[metric] for run in runs], dtype=torch.float64)  # [seeds, evals]
+        mean = curves.mean(0)
+        std = curves.std(0) if len(runs) > 1 else torch.zeros_like(mean)
+        color = (colors or {}).get(label, f"C{i}")
+        ax.plot(steps, mean, color=color, linestyle=(linestyles or {}).get(label, "-"),
+                label=f"{label} (n={len(runs)})")
+        ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.15, linewidth=0)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats / char)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def seed_spread(
+    values: dict[str, Sequence[float]],
+    ax=None,
+    colors: dict[str, str] | None = None,
+    ylabel: str = "best validation loss (nats / char)",
+    title: str | None = None,
+):
+    """One column per label: each seed's value as a dot, and the mean ± one standard deviation as a bar."""
+    ax = _axes(ax)
+    for i, (label, seeds) in enumerate(values.items()):
+        seeds = torch.tensor(list(seeds), dtype=torch.float64)
+        color = (colors or {}).get(label, f"C{i}")
+        offsets = torch.linspace(-0.12, 0.12, len(seeds)) if len(seeds) > 1 else torch.zeros(1)
+        ax.scatter(i + offsets, seeds, color=color, s=18, alpha=0.7, zorder=3)
+        std = seeds.std().item() if len(seeds) > 1 else 0.0
+        ax.errorbar(i + 0.3, seeds.mean().item(), yerr=std, color=color, marker="_", markersize=14,
+                    capsize=3, zorder=3)
+    ax.set_xticks(range(len(values)), list(values), fontsize="small")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, axis="y")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def spatial_weights(
+    weights,
+    axes=None,
+    titles: Sequence[str] | None = None,
+    vmax: float | None = None,
+    cmap: str = "RdBu_r",
+    colorbar: bool = True,
+):
+    """One heat map per learned spatial weight W ``[k, seq, seq]`` (or ``[seq, seq]``): rows are
+    the positions i that read, columns the positions j that are read.
+
+    W is signed, so the colour scale is diverging and symmetric about 0 (white), shared by all
+    maps: ``[-vmax, vmax]`` with ``vmax`` the largest ``|W|`` unless given. Draws into ``axes``
+    (one per matrix) or a new row of axes; returns the axes.
+    """
+    if isinstance(weights, (list, tuple)):
+        weights = torch.stack([torch.as_tensor(w) for w in weights])
+    values = torch.as_tensor(weights).detach().float().cpu()
+    if values.dim() == 2:
+        values = values[None]
+    if values.dim() != 3 or values.shape[-1] != values.shape[-2]:
+        raise ValueError(f"weights must be [k, seq, seq] or [seq, seq], got {tuple(values.shape)}")
+    count = values.shape[0]
+    if axes is None:
+        _, axes = plt.subplots(1, count, figsize=(3.0 * count + 0.8, 3.0), squeeze=False, layout="constrained")
+        axes = axes[0]
+    axes = list(axes) if not isinstance(axes, plt.Axes) else [axes]
+    if len(axes) != count:
+        raise ValueError(f"need one axes per matrix: {count} matrices, {len(axes)} axes")
+    limit = float(values.abs().max()) if vmax is None else float(vmax)
+    limit = limit if limit > 0 else 1.0
+    for k, ax in enumerate(axes):
+        heatmap(values[k], ax=ax, title=titles[k] if titles is not None else None, cmap=cmap, colorbar=False,
+                vmin=-limit, vmax=limit)
+        ax.set_xlabel("j (read)", fontsize="small")
+        ax.set_ylabel("i (reads)", fontsize="small")
+    if colorbar:
+        axes[0].figure.colorbar(axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02)
+    return axes
+
+
+def diagonal_profile(
+    means: dict[str, Sequence[float]],
+    ax=None,
+    max_offset: int | None = None,
+    title: str | None = None,
+):
+    """The mean of each diagonal of W against its offset k = i - j (how far back position i reads).
+
+    ``means`` maps a label to the causal diagonal means ``m_0, m_1, ...`` (``gmlp.diagonal_means``);
+    ``max_offset`` crops the offsets shown. A Toeplitz W is *exactly* ``W[i, j] = m_{i-j}``, so this
+    one curve is then the whole matrix: a causal convolution filter.
+    """
+    ax = _axes(ax)
+    for i, (label, values) in enumerate(means.items()):
+        values = torch.as_tensor(values, dtype=torch.float64).cpu()
+        if max_offset is not None:
+            values = values[: max_offset + 1]
+        ax.plot(range(len(values)), values, marker="o", markersize=3, color=f"C{i}", label=label)
+    ax.axhline(0.0, color="black", linewidth=0.6)
+    ax.set_xlabel("offset k = i - j (positions back)")
+    ax.set_ylabel("mean of diagonal k of W")
+    ax.grid(alpha=0.3)
+    if len(means) > 1:
+        ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+# ---------------------------------------------------------------------------------------------
+# ALiBi: slopes, bias matrices, extrapolation curves and the benchmark
+
+
+def alibi_slope_grid(head_counts: Sequence[int] = range(1, 17), ax=None, annotate: bool = True,
+                     title: str | None = None):
+    """Every head's ALiBi slope, for each head count: row n, column h holds ``-log2 m_h`` of an
+    n-head model (``mixers.alibi.alibi_slopes(n)``), as a colour and, with ``annotate``, as text.
+
+    A power-of-two row darkens steadily from left to right (a geometric series); the other rows
+    jump back after their first p heads, where the in-between slopes of the 2p series start.
+    """
+    from .alibi import alibi_slopes
+
+    ax = _axes(ax)
+    counts = list(head_counts)
+    width = max(counts)
+    grid = torch.full((len(counts), width), float("nan"))
+    for row, n in enumerate(counts):
+        grid[row, :n] = -torch.log2(alibi_slopes(n).double()).float()
+    image = ax.imshow(grid, cmap="viridis_r", vmin=0, vmax=8, aspect="auto")
+    if annotate:
+        for row, n in enumerate(counts):
+            for h in range(n):
+                value = grid[row, h].item()
+                ax.text(h, row, f"{value:g}" if value == round(value) else f"{value:.1f}", ha="center",
+                        va="center", fontsize=6, color="white" if value > 4 else "black")
+    ax.set_xticks(range(width), [str(h) for h in range(width)], fontsize="small")
+    ax.set_yticks(range(len(counts)), [str(n) for n in counts], fontsize="small")
+    ax.set_xlabel("head h")
+    ax.set_ylabel("number of heads n")
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="-log2(slope)")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def bias_heads(bias: torch.Tensor, axes=None, titles: Sequence[str] | None = None, colorbar: bool = True,
+               cmap: str = "magma"):
+    """One heat map per head of an additive attention bias ``[heads, q_len, k_len]`` (or ``[q_len, k_len]``).
+
+    Rows are queries, columns keys. All heads share one colour scale, from the most negative finite
+    value to 0; ``-inf`` (not allowed: the causal mask) is left blank, grey, so that it cannot be
+    mistaken for a large finite penalty. Returns the axes.
+    """
+    values = bias.detach().double().cpu()
+    if values.dim() == 2:
+        values = values[None]
+    if values.dim() != 3:
+        raise ValueError(f"bias must be [heads, q_len, k_len] or [q_len, k_len], got {tuple(bias.shape)}")
+    heads = values.shape[0]
+    if axes is None:
+        _, axes = plt.subplots(1, heads, figsize=(2.4 * heads + 0.8, 2.6), squeeze=False, layout="constrained")
+        axes = axes[0]
+    axes = list(axes) if not isinstance(axes, plt.Axes) else [axes]
+    if len(axes) != heads:
+        raise ValueError(f"need one axes per head: {heads} heads, {len(axes)} axes")
+    finite = values[torch.isfinite(values)]
+    low = finite.min().item() if finite.numel() else -1.0
+    low = low if low < 0 else -1.0
+    colours = plt.get_cmap(cmap).copy()
+    colours.set_bad("#d9d9d9")
+    for h, ax in enumerate(axes):
+        shown = values[h].masked_fill(~torch.isfinite(values[h]), float("nan")).float()
+        ax.imshow(shown, cmap=colours, vmin=low, vmax=0.0)
+        ax.set_title(titles[h] if titles is not None else f"head {h}", fontsize="small")
+        ax.set_xlabel("key j", fontsize="small")
+        ax.set_ylabel("query i", fontsize="small")
+        ax.tick_params(labelsize="x-small")
+    if colorbar:
+        axes[0].figure.colorbar(axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02, label="bias")
+    return axes
+
+
+def extrapolation_curves(runs: dict[str, list[dict]], train_length: int, ax=None, perplexity: bool = False,
+                         title: str | None = None):
+    """Loss (or per-character perplexity) against evaluation length, one line per scheme.
+
+    ``runs`` maps a scheme to its evaluation rows ``{"length", "loss"}`` (``loss`` None where the
+    model is not defined at that length). A scheme whose line stops early gets an ``x`` at its
+    last length and the words "not defined past L", rather than silently ending. The training
+    length is a dotted vertical line; the x axis is logarithmic, base 2, as in the ALiBi paper.
+    """
+    ax = _axes(ax)
+    for i, (scheme, rows) in enumerate(runs.items()):
+        defined = [(row["length"], row["loss"]) for row in rows if row["loss"] is not None]
+        lengths = [length for length, _ in defined]
+        values = [math.exp(loss) if perplexity else loss for _, loss in defined]
+        line, = ax.plot(lengths, values, marker="o", markersize=4, color=f"C{i}", label=scheme)
+        if len(defined) < len(rows) and defined:
+            ax.plot(lengths[-1], values[-1], marker="x", markersize=11, mew=2, color=line.get_color())
+            ax.annotate(f"{scheme}: not defined past L", (lengths[-1], values[-1]), textcoords="offset points",
+                        xytext=(8, -12), fontsize="small", color=line.get_color())
+    ax.axvline(train_length, color="gray", linestyle=":", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel("perplexity per character" if perplexity else "validation loss (nats / char)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def per_position_curves(curves: dict[str, Sequence[float] | None], train_length: int, ax=None, bin_size: int = 16,
+                        title: str | None = None):
+    """Loss at each position of the window, averaged in bins of ``bin_size`` positions, one line per scheme.
+
+    ``curves`` maps a scheme to its per-position losses (None: not defined at this length, shown
+    in the legend as such). The training length L is a dotted vertical line: to its right, every
+    position is one the model never saw in training.
+    """
+    ax = _axes(ax)
+    for i, (scheme, values) in enumerate(curves.items()):
+        if values is None:
+            ax.plot([], [], color=f"C{i}", label=f"{scheme} (not defined past L)")
+            continue
+        values = torch.as_tensor(values, dtype=torch.float64)
+        bins = values[: len(values) // bin_size * bin_size].view(-1, bin_size).mean(1)
+        centres = torch.arange(len(bins)) * bin_size + (bin_size - 1) / 2
+        ax.plot(centres, bins, color=f"C{i}", label=scheme)
+    ax.axvline(train_length, color="gray", linestyle=":", linewidth=1)
+    ax.set_xlabel(f"position in the window (mean over bins of {bin_size})")
+    ax.set_ylabel("loss (nats / char)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def benchmark_curves(results: list[dict], mode: str = "forward", metric: str = "time", ax=None,
+                     title: str | None = None):
+    """Median time (with a min-max bar) or peak memory against length, one line per implementation.
+
+    ``results`` is the ``"results"`` list of a benchmark's JSON (``mixers.bench.alibi``): per length,
+    ``implementations[name][mode]`` with ``median_s``, ``min_s``, ``max_s``, ``peak_bytes``. An
+    implementation with no number for ``mode`` (an error) is listed in the legend as "n/a".
+    """
+    if metric not in ("time", "memory"):
+        raise ValueError(f"metric must be 'time' or 'memory', got {metric!r}")
+    ax = _axes(ax)
+    names = list(results[0]["implementations"])
+    for i, name in enumerate(names):
+        points = [(row["length"], row["implementations"][name].get(mode, {})) for row in results]
+        points = [(length, entry) for length, entry in points if entry.get("median_s") is not None]
+        if metric == "memory":
+            points = [(length, entry) for length, entry in points if entry.get("peak_bytes") is not None]
+        if not points:
+            ax.plot([], [], color=f"C{i}", label=f"{name} (n/a)")
+            continue
+        lengths = [length for length, _ in points]
+        if metric == "time":
+            median = [entry["median_s"] * 1e3 for _, entry in points]
+            low = [m - entry["min_s"] * 1e3 for m, (_, entry) in zip(median, points)]
+            high = [entry["max_s"] * 1e3 - m for m, (_, entry) in zip(median, points)]
+            ax.errorbar(lengths, median, yerr=[low, high], marker="o", markersize=4, capsize=3, color=f"C{i}",
+                        label=name)
+        else:
+            ax.plot(lengths, [entry["peak_bytes"] / 2**20 for _, entry in points], marker="o", markersize=4,
+                    color=f"C{i}", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length L")
+    ax.set_ylabel("median time (ms)" if metric == "time" else "peak memory (MiB)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return ax

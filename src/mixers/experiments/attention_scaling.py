@@ -1,0 +1,184 @@
+"""Why divide by sqrt(d_k): one language model trained with and without the scale, at several head sizes.
+
+``python -m mixers.experiments.attention_scaling --profile cpu`` trains the same small
+character-level transformer with causal multi-head attention that scales its scores by
+``1/sqrt(d_head)`` (the token mixer ``"attention"``) and with the seed code's un-scaled scores
+(``"attention_unscaled"``, ``scale=1``), at a few head sizes. ``d_model`` is fixed and ``d_head``
+varies through ``n_heads``, so every model has the same parameters; only the scale differs
+within a pair. It writes ``book/results/attention_scaling-PROFILE.json``: per run the loss
+curves, and, at initialisation and after training, per layer the standard deviation of the
+attention scores, the mean entropy of the attention weights and the norm of the gradient that
+reaches the query and key projections; plus the provenance of the whole experiment.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from ..attention import MultiHeadAttention
+from ..data import CharDataset, random_batch
+from ..model import LanguageModel, ModelConfig, register_token_mixer
+from ..train import build_model, get_profile, run_profile
+from . import main
+
+NAME = "attention_scaling"
+
+# On a CPU the models are small: one intra-op thread is about as fast as two on quiet cores, and
+# far faster on shared ones, where two OpenMP threads contending for the cores made a training step
+# 3-10x slower (the tests' conftest saw the same). The provenance records the thread count.
+CPU_THREADS = 1
+
+
+@register_token_mixer("attention_unscaled")
+def _unscaled_attention(config: ModelConfig) -> MultiHeadAttention:
+    """The seed code's attention: the scores are the raw dot products ``q·k`` (``scale=1``)."""
+    return MultiHeadAttention(config.d_model, config.n_heads, dropout=config.dropout, causal=True, scale=1.0)
+
+
+# The token mixer of each arm: "attention" is the package's default (scale = 1/sqrt(d_head)).
+ARMS = {"scaled": "attention", "unscaled": "attention_unscaled"}
+
+# Per profile: the model (fields of ModelConfig, over the profile's own), the head sizes (d_model
+# is fixed, so d_head = d_model / n_heads) and the training (fields of TrainConfig).
+SETTINGS = {
+    "smoke": dict(
+        model=dict(d_model=64, n_layers=2, block_size=32),
+        head_sizes=(16, 64),
+        train=dict(steps=40, batch_size=16, seq_len=32, warmup_steps=5, eval_interval=20, eval_batches=2),
+    ),
+    "cpu": dict(
+        model=dict(d_model=128, n_layers=2, block_size=64),
+        head_sizes=(16, 64, 128),
+        train=dict(steps=600, batch_size=32, seq_len=64, lr=2e-3, warmup_steps=50, eval_interval=50,
+                   eval_batches=10),
+    ),
+    "gpu": dict(
+        model=dict(d_model=384, n_layers=6, block_size=256),
+        head_sizes=(32, 128, 384),
+        train=dict(steps=3000, eval_interval=250),
+    ),
+}
+
+
+def _attention_layers(model: LanguageModel) -> list[MultiHeadAttention]:
+    return [block.token_mixer for block in model.blocks]
+
+
+def diagnostics(model: LanguageModel, x: torch.Tensor, y: torch.Tensor) -> dict[str, list[float]]:
+    """Per layer, on the batch ``x`` (targets ``y``): what the scale does to attention.
+
+    - ``score_std``: standard deviation of the scaled scores ``q·k·scale`` over the causal entries;
+    - ``entropy``: mean entropy (nats) of each query's attention weights, and ``entropy_uniform``,
+      the mean of ``ln(i + 1)``, which is what uniform weights over the i + 1 visible keys give;
+    - ``max_weight``: the mean over queries of the largest weight (1 = one-hot);
+    - ``softmax_jacobian``: the mean over queries of the Frobenius norm of the softmax's Jacobian
+      ``diag(p) - p pᵀ``, the factor by which a gradient on the weights reaches the scores
+      (0 for one-hot weights);
+    - ``qk_grad_norm``: the norm of the loss's gradient with respect to ``W_q`` and ``W_k`` together.
+    """
+    layers = _attention_layers(model)
+    inputs: list[torch.Tensor] = []
+    hooks = [layer.register_forward_pre_hook(lambda _, args: inputs.append(args[0].detach())) for layer in layers]
+    was_training = model.training
+    model.eval()
+    model.zero_grad(set_to_none=True)
+    try:
+        _, loss = model(x, y)
+        loss.backward()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    keys = ("score_std", "entropy", "entropy_uniform", "max_weight", "softmax_jacobian", "qk_grad_norm")
+    out = {key: [] for key in keys}
+    seq = x.shape[1]
+    visible = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
+    with torch.no_grad():
+        for layer, h in zip(layers, inputs):
+            q = layer._split_heads(layer.q_proj(h))
+            k = layer._split_heads(layer.k_proj(h))
+            scale = layer.scale if layer.scale is not None else 1.0 / math.sqrt(layer.d_head)
+            scores = (q @ k.transpose(-2, -1)) * scale                 # [batch, heads, seq, seq]
+            _, weights = layer(h, need_weights=True)                   # [batch, heads, seq, seq]
+            plogp = torch.where(weights > 0, weights * weights.clamp_min(1e-30).log(), 0.0)
+            out["score_std"].append(scores[..., visible].std().item())
+            out["entropy"].append(-plogp.sum(-1).mean().item())
+            out["entropy_uniform"].append(torch.arange(1, seq + 1, dtype=torch.float64).log().mean().item())
+            out["max_weight"].append(weights.amax(-1).mean().item())
+            # ||diag(p) - p pᵀ||_F² = Σ p² - 2 Σ p³ + (Σ p²)², per query.
+            p2, p3 = weights.square().sum(-1), weights.pow(3).sum(-1)
+            out["softmax_jacobian"].append((p2 - 2 * p3 + p2.square()).clamp_min(0).sqrt().mean().item())
+            grads = [p.grad for p in (layer.q_proj.weight, layer.k_proj.weight)]
+            out["qk_grad_norm"].append(math.sqrt(sum(g.float().square().sum().item() for g in grads)))
+    model.zero_grad(set_to_none=True)
+    model.train(was_training)
+    return out
+
+
+def run(profile: str, progress: bool = True) -> dict:
+    """Train every (head size, scaled/un-scaled) pair under ``profile``; return the results."""
+    start = time.perf_counter()
+    threads = torch.get_num_threads()
+    if not torch.cuda.is_available():
+        torch.set_num_threads(CPU_THREADS)
+    try:
+        return _run(profile, progress, start)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(profile: str, progress: bool, start: float) -> dict:
+    base = get_profile(profile)
+    if base.name not in SETTINGS:
+        raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {base.name!r}")
+    settings = SETTINGS[base.name]
+    dataset = CharDataset.shakespeare()
+    model_settings = {**base.model, **settings["model"]}
+    d_model = model_settings["d_model"]
+    seq_len = settings["train"].get("seq_len", base.train.seq_len)
+    # One fixed validation batch for the diagnostics, the same for every run.
+    probe = random_batch(dataset.val, 8, seq_len, torch.Generator().manual_seed(0))
+
+    runs = []
+    for d_head in settings["head_sizes"]:
+        if d_model % d_head:
+            raise ValueError(f"head size {d_head} does not divide d_model={d_model}")
+        for arm, token_mixer in ARMS.items():
+            overrides = {**settings["model"], "n_heads": d_model // d_head, "token_mixer": token_mixer}
+            label = f"d_head={d_head}, {arm}"
+            seed = settings["train"].get("seed", base.train.seed)
+            # run_profile seeds with the training seed before building, so this is its initial model.
+            torch.manual_seed(seed)
+            initial = diagnostics(build_model(dataset.tokenizer.vocab_size, base, **overrides), *probe)
+            model, result = run_profile(dataset, base, model_overrides=overrides,
+                                        train_overrides=settings["train"], progress=progress,
+                                        description=f"{NAME} {label}")
+            device = next(model.parameters()).device
+            final = diagnostics(model, *(t.to(device) for t in probe))
+            runs.append({
+                "label": label,
+                "d_head": d_head,
+                "n_heads": d_model // d_head,
+                "scaled": arm == "scaled",
+                "scale": 1.0 / math.sqrt(d_head) if arm == "scaled" else 1.0,
+                "token_mixer": token_mixer,
+                "result": result.to_dict(),
+                "initial": initial,
+                "final": final,
+            })
+    return {
+        "experiment": NAME,
+        "model": f"causal attention + gelu, learned positions; d_model {d_model}, "
+                 f"{model_settings['n_layers']} layers; scaled (1/sqrt(d_head)) vs un-scaled (1) scores",
+        "settings": {"model": model_settings, "head_sizes": list(settings["head_sizes"]),
+                     "train": runs[0]["result"]["train_config"], "probe": {"split": "val", "batch_size": 8,
+                                                                          "seq_len": seq_len, "seed": 0}},
+        "runs": runs,
+        "provenance": {**runs[0]["result"]["provenance"], "wall_time_s": time.perf_counter() - start},
+    }
+
+
+if __name__ == "__main__":
+    main(NAME, run, __doc__.splitlines()[0])
