@@ -80,15 +80,15 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         "smoke",
-        dict(block_size=32, d_model=64, n_layers=2, n_heads=4, dropout=0.0),
-        TrainConfig(steps=60, batch_size=16, seq_len=32, lr=3e-3, warmup_steps=10,
-                    eval_interval=20, eval_batches=4),
+        dict(block_size=64, d_model=64, n_layers=2, n_heads=4, dropout=0.0),
+        TrainConfig(steps=300, batch_size=32, seq_len=64, lr=5e-3, warmup_steps=20,
+                    eval_interval=50, eval_batches=4),
     ),
     "cpu": Profile(
         "cpu",
         dict(block_size=128, d_model=192, n_layers=4, n_heads=6, dropout=0.0),
-        TrainConfig(steps=2500, batch_size=32, seq_len=128, lr=2e-3, warmup_steps=100,
-                    eval_interval=250, eval_batches=20),
+        TrainConfig(steps=1500, batch_size=32, seq_len=128, lr=3e-3, warmup_steps=75,
+                    eval_interval=250, eval_batches=20, compile=True),
     ),
     "gpu": Profile(
         "gpu",
