@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from mixers.gmlp import GatedMLP, GMLPBlock, SpatialGatingUnit, TinyAttention, gmlp_param_count
+from mixers.gmlp import (GatedMLP, GMLPBlock, SpatialGatingUnit, TinyAttention, diagonal_means, gmlp_param_count,
+                         toeplitz_score)
 
 @pytest.fixture(autouse=True)
 def _float64_and_seed():
@@ -341,3 +342,47 @@ BLOCK = GMLPBlock(6, 8, 5, tiny_attention=True, d_attn=4).double()
 def test_bad_input_raises_naming_the_argument(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+# ---------------------------------------------------------------------------------------------
+# How Toeplitz is W: diagonal means and the share of variance they explain.
+
+
+def test_diagonal_means_equal_a_loop_over_diagonals():
+    w = torch.randn(6, 6)
+    causal = [torch.stack([w[i, i - k] for i in range(k, 6)]).mean() for k in range(6)]
+    torch.testing.assert_close(diagonal_means(w), torch.stack(causal), rtol=1e-12, atol=1e-12)
+    full = [torch.stack([w[i, i - k] for i in range(6) if 0 <= i - k < 6]).mean() for k in range(-5, 6)]
+    torch.testing.assert_close(diagonal_means(w, causal=False), torch.stack(full), rtol=1e-12, atol=1e-12)
+
+
+def test_toeplitz_score_is_one_for_a_toeplitz_matrix_and_small_for_noise():
+    n = 64
+    taps = torch.randn(n)
+    i, j = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+    toeplitz = taps[(i - j).clamp_min(0)] * (j <= i)
+    assert toeplitz_score(toeplitz) == pytest.approx(1.0, abs=1e-12)
+    # the upper triangle is masked in a causal W: whatever it holds does not count
+    assert toeplitz_score(toeplitz + torch.randn(n, n).triu(1)) == pytest.approx(1.0, abs=1e-12)
+    assert toeplitz_score(torch.full((5, 5), 0.3)) == 1.0
+    # i.i.d. noise: n diagonal means fitted to N = n(n+1)/2 entries explain (n-1)/(N-1) in expectation
+    expected = (n - 1) / (n * (n + 1) / 2 - 1)
+    scores = torch.tensor([toeplitz_score(torch.randn(n, n)) for _ in range(20)])
+    assert abs(scores.mean().item() - expected) < 0.3 * expected and scores.max() < 0.1
+    # Toeplitz signal plus noise of equal variance: about half the variance is explained
+    signal = torch.randn(2 * n)
+    big_i, big_j = torch.meshgrid(torch.arange(2 * n), torch.arange(2 * n), indexing="ij")
+    mixed = signal[(big_i - big_j).clamp_min(0)] + torch.randn(2 * n, 2 * n)
+    assert 0.4 < toeplitz_score(mixed) < 0.65
+    # non-causal: every entry counts
+    full_toeplitz = torch.randn(2 * n - 1)[i - j + n - 1]
+    assert toeplitz_score(full_toeplitz, causal=False) == pytest.approx(1.0, abs=1e-12)
+    assert toeplitz_score(full_toeplitz + torch.randn(n, n).triu(1) * 10, causal=False) < 0.5
+
+
+@pytest.mark.parametrize("bad, error", [(torch.randn(3, 4), ValueError), (torch.randn(4), ValueError),
+                                        (torch.randn(2, 3, 3), ValueError), ([[1.0]], TypeError)])
+def test_toeplitz_measures_reject_non_square_weights(bad, error):
+    for fn in (toeplitz_score, diagonal_means):
+        with pytest.raises(error, match="weight"):
+            fn(bad)

@@ -20,6 +20,15 @@ never reads the future. W has a fixed size seq_len; shorter sequences use its le
 
 aMLP adds a tiny single-head attention (d_attn = 64) on the block's normalised input. Its output,
 [n, d_ffn/2], is added inside the gate: s(Z) = Z1 ⊙ (W norm(Z2) + b + attn(X)).
+
+How Toeplitz is a learned W? The paper finds learned spatial weights local and nearly
+shift-invariant: W[i, j] ≈ w(i - j), a convolution. `diagonal_means` gives m_k, the mean of W
+over the diagonal i - j = k; `toeplitz_score` is the share of W's variance (over the causal lower
+triangle) that the Toeplitz matrix T[i, j] = m_{i-j} explains:
+
+    score = 1 - Σ (W[i, j] - m_{i-j})² / Σ (W[i, j] - mean W)²      (sums over j ≤ i)
+
+1 for an exact Toeplitz matrix; about (n - 1) / (n(n+1)/2 - 1) ≈ 2/n for i.i.d. noise.
 """
 
 import torch
@@ -240,3 +249,53 @@ def gmlp_param_count(d_model, d_ffn, seq_len, tiny_attention=False, d_attn=64):
         count += d_model * 3 * d_attn + 3 * d_attn  # attention.qkv
         count += d_attn * half + half  # attention.proj, to the gate's d_ffn/2 channels
     return count
+
+
+def _check_square(weight):
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"weight must be a torch.Tensor of shape [seq, seq], got {type(weight).__name__}")
+    if weight.dim() != 2 or weight.shape[0] != weight.shape[1] or weight.shape[0] == 0:
+        raise ValueError(f"weight must be a square matrix [seq, seq], got shape {tuple(weight.shape)}")
+
+
+def _diagonals(weight, causal):
+    """(values, offsets, n_offsets): the entries of W that count and their diagonal index.
+
+    offset = i - j, shifted by n - 1 when not causal so that it indexes from 0.
+    """
+    _check_square(weight)
+    n = weight.shape[0]
+    w = weight.detach().to(torch.float64)
+    positions = torch.arange(n, device=w.device)
+    offset = positions[:, None] - positions[None, :]  # [seq, seq]: i - j
+    if causal:
+        keep = offset >= 0  # the lower triangle j <= i, the only entries a causal W uses
+        return w[keep], offset[keep], n
+    return w.flatten(), (offset + n - 1).flatten(), 2 * n - 1
+
+
+def diagonal_means(weight, causal=True):
+    """m_k = mean of W[i, j] over the diagonal i - j = k; weight [seq, seq] -> float64 tensor.
+
+    causal=True: k = 0 .. seq-1 (how far back position i reads), shape [seq].
+    causal=False: k = -(seq-1) .. seq-1, shape [2·seq - 1], k = 0 at index seq - 1.
+    """
+    values, offsets, count = _diagonals(weight, causal)
+    sums = torch.zeros(count, dtype=values.dtype, device=values.device).index_add_(0, offsets, values)
+    return sums / torch.bincount(offsets, minlength=count)
+
+
+def toeplitz_score(weight, causal=True):
+    """Share of W's variance explained by its diagonal means (see the module docstring), in [0, 1].
+
+    weight [seq, seq]; with causal=True only the lower triangle j ≤ i counts (the masked
+    upper triangle is never used). 1.0 for an exact Toeplitz matrix, also for a constant one.
+    Never negative: within each diagonal, its mean fits better than the overall mean.
+    """
+    values, offsets, _ = _diagonals(weight, causal)
+    fitted = diagonal_means(weight, causal)[offsets]  # T[i, j] = m_{i-j}
+    total = (values - values.mean()).square().sum()
+    residual = (values - fitted).square().sum()
+    if total <= 0:
+        return 1.0  # a constant matrix is Toeplitz
+    return float(1.0 - residual / total)

@@ -10,6 +10,7 @@ import math
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 import torch
 
 
@@ -271,6 +272,8 @@ def spatial_weights(
     for k, ax in enumerate(axes):
         heatmap(values[k], ax=ax, title=titles[k] if titles is not None else None, cmap=cmap, colorbar=False,
                 vmin=-limit, vmax=limit)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("j (read)", fontsize="small")
         ax.set_ylabel("i (reads)", fontsize="small")
     if colorbar:
@@ -399,7 +402,7 @@ def extrapolation_curves(runs: dict[str, list[dict]], train_length: int, ax=None
         if len(defined) < len(rows) and defined:
             ax.plot(lengths[-1], values[-1], marker="x", markersize=11, mew=2, color=line.get_color())
             ax.annotate(f"{scheme}: not defined past L", (lengths[-1], values[-1]), textcoords="offset points",
-                        xytext=(8, -12), fontsize="small", color=line.get_color())
+                        xytext=(10, 6), fontsize="small", color=line.get_color())
     ax.axvline(train_length, color="gray", linestyle=":", linewidth=1)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("evaluation length (tokens)")

@@ -1,0 +1,257 @@
+"""gMLP, aMLP and the transformer at equal parameters, and what the Spatial Gating Unit learns.
+
+``python -m mixers.experiments.gmlp --profile cpu`` trains three character-level language
+models of the same depth, width and (to within 0.1%) parameter count on the same data, from
+the same seed, for the same steps:
+
+* ``transformer``: causal multi-head attention + GELU feed-forward, learned positions;
+* ``gmlp``: gMLP blocks (Spatial Gating Unit, no attention), no position embeddings;
+* ``amlp``: gMLP blocks with a tiny single-head attention in the gate, no position embeddings.
+
+gMLP's block replaces both sub-layers of a transformer block, so the gMLP models are paired
+with the channel mixer ``"none"``; their ``d_ffn`` is chosen so that a block has as many
+parameters as a transformer block. As in the paper, the gMLP models use no position
+embeddings: W is position-specific, so it already knows where each token is.
+
+It writes ``book/results/gmlp-PROFILE.json``: per model the loss curves, best validation loss,
+loss over the whole validation split, tokens per second, parameter count and a text sample;
+and for the two gMLP models the causal spatial weights W of every layer at a few training
+steps (its lower triangle, 4 significant digits; ``weight_from_rows`` rebuilds it), with how
+Toeplitz each one is (``toeplitz_score``) and the mean of each of its diagonals.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from ..data import CharDataset
+from ..gmlp import GatedMLP, SpatialGatingUnit, diagonal_means, gmlp_param_count, toeplitz_score
+from ..model import LanguageModel, ModelConfig, register_token_mixer
+from ..train import build_model, evaluate_sequential, get_profile, run_profile, sample
+from . import main
+
+NAME = "gmlp"
+
+# Small models on a shared CPU: one intra-op thread is about as fast as two and far more
+# predictable (see experiments/attention_scaling.py). The provenance records the thread count.
+CPU_THREADS = 1
+
+
+# The package's "gmlp"/"amlp" token mixers fix d_ffn = 6·d_model (the paper's ratio). To match
+# parameters, these two read d_ffn from ModelConfig.d_ff, which is otherwise unused when the
+# channel mixer is "none".
+@register_token_mixer("gmlp_d_ff")
+def _gmlp_d_ff(config: ModelConfig) -> GatedMLP:
+    """gMLP's body with d_ffn = config.d_ff (6·d_model if None), causal, seq_len = block_size."""
+    d_ffn = config.d_ff if config.d_ff is not None else 6 * config.d_model
+    return GatedMLP(config.d_model, d_ffn, config.block_size, causal=True)
+
+
+@register_token_mixer("amlp_d_ff")
+def _amlp_d_ff(config: ModelConfig) -> GatedMLP:
+    """aMLP's body (tiny attention, d_attn = 64) with d_ffn = config.d_ff (6·d_model if None)."""
+    d_ffn = config.d_ff if config.d_ff is not None else 6 * config.d_model
+    return GatedMLP(config.d_model, d_ffn, config.block_size, causal=True, tiny_attention=True)
+
+
+# The three arms: fields of ModelConfig over the profile's (d_ff of the gMLP arms is filled in
+# by `matched_d_ffn`).
+ARMS = {
+    "transformer": dict(token_mixer="attention", channel_mixer="gelu", positions="learned"),
+    "gmlp": dict(token_mixer="gmlp_d_ff", channel_mixer="none", positions="none"),
+    "amlp": dict(token_mixer="amlp_d_ff", channel_mixer="none", positions="none"),
+}
+TINY_ATTENTION = {"gmlp": False, "amlp": True}
+
+# torch.compile is off in every profile, for every arm: the recorder's hook must run eagerly at
+# each training step (a compiled graph would trace it, and re-trace it for every new step count),
+# and tokens per second are then measured the same way for all three models.
+# Per profile: the model (ModelConfig fields over the profile's), the training (TrainConfig
+# fields over the profile's), the steps at which every layer's W is saved (0 = initialisation;
+# the last step is added), how many windows of the validation split the full-split loss reads
+# (None = all) and the length of each model's text sample.
+SETTINGS = {
+    "smoke": dict(
+        model=dict(d_model=64, n_layers=2, n_heads=4, block_size=32),
+        train=dict(steps=60, batch_size=16, seq_len=32, lr=3e-3, warmup_steps=10, eval_interval=20,
+                   eval_batches=4, compile=False),
+        snapshot_steps=(0, 20),
+        full_val_windows=64, sample_tokens=100,
+    ),
+    "cpu": dict(
+        model=dict(d_model=128, n_layers=4, n_heads=4, block_size=64),
+        train=dict(steps=1200, batch_size=32, seq_len=64, lr=2e-3, warmup_steps=100, eval_interval=100,
+                   eval_batches=10, compile=False),
+        snapshot_steps=(0, 100, 300, 600),
+        full_val_windows=None, sample_tokens=300,
+    ),
+    # Not run for the book (no GPU was available).
+    "gpu": dict(
+        model=dict(d_model=384, n_layers=6, n_heads=6, block_size=256),
+        train=dict(steps=5000, eval_interval=250, compile=False),
+        snapshot_steps=(0, 250, 1000, 2500),
+        full_val_windows=None, sample_tokens=300,
+    ),
+}
+
+
+def matched_d_ffn(target: int, d_model: int, seq_len: int, tiny_attention: bool = False, d_attn: int = 64) -> int:
+    """The even d_ffn whose gMLP block (norm included) has the parameter count closest to ``target``.
+
+    A block's count grows linearly in d_ffn (``gmlp_param_count``): 1.5·d_model + 2 per unit of
+    d_ffn, plus d_attn/2 + 1/2 with tiny attention; so the best d_ffn is found by rounding.
+    """
+    base = gmlp_param_count(d_model, 2, seq_len, tiny_attention, d_attn)
+    slope = (gmlp_param_count(d_model, 4, seq_len, tiny_attention, d_attn) - base) / 2
+    estimate = 2 + (target - base) / slope
+    candidates = {max(2, 2 * math.floor(estimate / 2)), max(2, 2 * math.ceil(estimate / 2))}
+    return min(sorted(candidates), key=lambda d: abs(gmlp_param_count(d_model, d, seq_len, tiny_attention, d_attn) - target))
+
+
+def _lower_rows(matrix: torch.Tensor, digits: int = 4) -> list[list[float]]:
+    """A causal W [n, n] as its lower-triangle rows (row i: W[i, 0..i]), ``digits`` significant digits.
+
+    The upper triangle of a causal W is zero by construction; leaving it out halves the JSON.
+    """
+    return [[float(f"{v:.{digits}g}") for v in row[: i + 1]] for i, row in enumerate(matrix.tolist())]
+
+
+def weight_from_rows(rows: list[list[float]]) -> torch.Tensor:
+    """The causal W [n, n] (zeros above the diagonal) from its saved lower-triangle rows."""
+    n = len(rows)
+    if any(len(row) != i + 1 for i, row in enumerate(rows)):
+        raise ValueError("rows must be the lower-triangle rows of a square matrix: row i has i + 1 values")
+    weight = torch.zeros(n, n)
+    for i, row in enumerate(rows):
+        weight[i, : i + 1] = torch.tensor(row)
+    return weight
+
+
+class SpatialWeightRecorder:
+    """Saves every Spatial Gating Unit's effective W at given training steps.
+
+    While active (``with recorder:``), a global forward pre-hook sees each call of a
+    ``SpatialGatingUnit`` in training mode. The n-th such call of a unit runs the n-th training
+    step, before its update: the unit has then taken n optimizer steps, so the W it is about to
+    use is "W at step n" (step 0: the initialisation). Evaluation and sampling run in eval mode
+    and are not counted. The global hook is how an experiment looks inside ``run_profile``,
+    which builds and trains the model in one call.
+    """
+
+    def __init__(self, steps):
+        self.steps = set(steps)
+        self.calls: dict[SpatialGatingUnit, int] = {}
+        self.snapshots: dict[SpatialGatingUnit, dict[int, torch.Tensor]] = {}
+        self._handle = None
+
+    def _hook(self, module, args):
+        if not isinstance(module, SpatialGatingUnit) or not module.training:
+            return
+        step = self.calls.get(module, 0)
+        if step in self.steps:
+            self.snapshots.setdefault(module, {})[step] = module.spatial_weight().detach().float().cpu().clone()
+        self.calls[module] = step + 1
+
+    def __enter__(self):
+        self._handle = torch.nn.modules.module.register_module_forward_pre_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc):
+        self._handle.remove()
+        self._handle = None
+        return False
+
+    def layer_snapshots(self, model: LanguageModel, final_step: int) -> dict[int, list[torch.Tensor]]:
+        """{step: [W of layer 0, W of layer 1, ...]} for ``model``, with its trained W at ``final_step``."""
+        units = [block.token_mixer.sgu for block in model.blocks]
+        out = {}
+        for step in sorted(self.steps | {final_step}):
+            if step == final_step:
+                out[step] = [unit.spatial_weight().detach().float().cpu() for unit in units]
+            elif all(step in self.snapshots.get(unit, {}) for unit in units):
+                out[step] = [self.snapshots[unit][step] for unit in units]
+        return out
+
+
+def run(profile: str, progress: bool = True) -> dict:
+    """Train the three arms under ``profile``; return their results with provenance."""
+    start = time.perf_counter()
+    threads = torch.get_num_threads()
+    if not torch.cuda.is_available():
+        torch.set_num_threads(CPU_THREADS)
+    try:
+        return _run(profile, progress, start)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(profile: str, progress: bool, start: float) -> dict:
+    base = get_profile(profile)
+    if base.name not in SETTINGS:
+        raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {base.name!r}")
+    settings = SETTINGS[base.name]
+    dataset = CharDataset.shakespeare()
+    vocab = dataset.tokenizer.vocab_size
+    model_settings = {**base.model, **settings["model"]}
+    d_model, n_layers, block_size = (model_settings[k] for k in ("d_model", "n_layers", "block_size"))
+
+    # The transformer's block sets the parameter budget; each gMLP arm gets the d_ffn that matches it.
+    transformer = build_model(vocab, base, **settings["model"], **ARMS["transformer"])
+    block_budget = sum(p.numel() for p in transformer.blocks[0].parameters())
+    arms = {"transformer": dict(ARMS["transformer"])}
+    for name, tiny in TINY_ATTENTION.items():
+        arms[name] = {**ARMS[name], "d_ff": matched_d_ffn(block_budget, d_model, block_size, tiny)}
+
+    train_overrides = settings["train"]
+    final_step = train_overrides.get("steps", base.train.steps)
+    runs = {}
+    for name, arm in arms.items():
+        overrides = {**settings["model"], **arm}
+        recorder = SpatialWeightRecorder(settings["snapshot_steps"])
+        with recorder:
+            model, result = run_profile(dataset, base, model_overrides=overrides, train_overrides=train_overrides,
+                                        progress=progress, description=f"{NAME} {name}")
+        block_parameters = sum(p.numel() for p in model.blocks[0].parameters())
+        full_val = evaluate_sequential(model, dataset.val, result.train_config["seq_len"],
+                                       max_windows=settings["full_val_windows"])
+        entry = {
+            "label": name,
+            "model_overrides": overrides,
+            "d_ffn": arm.get("d_ff"),
+            "block_parameters": block_parameters,
+            "result": result.to_dict(),
+            "full_val_loss": full_val,
+            "full_val_bpc": full_val / math.log(2),
+            "sample": sample(model, dataset, prompt="ROMEO:\n", max_new_tokens=settings["sample_tokens"]),
+        }
+        if name in TINY_ATTENTION:
+            snapshots = recorder.layer_snapshots(model, final_step)
+            entry["spatial_weights"] = {
+                "steps": list(snapshots),
+                # W[step index][layer]: lower-triangle rows, see weight_from_rows
+                "weights": [[_lower_rows(w) for w in layers] for layers in snapshots.values()],
+                "toeplitz_score": [[toeplitz_score(w) for w in layers] for layers in snapshots.values()],
+                "diagonal_means": [[[float(f"{m:.4g}") for m in diagonal_means(w).tolist()] for w in layers]
+                                   for layers in snapshots.values()],
+            }
+        runs[name] = entry
+
+    return {
+        "experiment": NAME,
+        "model": (f"{n_layers} layers, d_model {d_model}, context {block_size}: transformer (attention + gelu, "
+                  f"learned positions) vs gMLP and aMLP (channel mixer none, no positions), d_ffn matched "
+                  f"to the transformer's parameters per block"),
+        "settings": {"model": model_settings, "train": runs["transformer"]["result"]["train_config"],
+                     "snapshot_steps": sorted(set(settings["snapshot_steps"]) | {final_step}),
+                     "full_val_windows": settings["full_val_windows"], "threads": torch.get_num_threads(),
+                     "block_budget": block_budget},
+        "runs": runs,
+        "provenance": {**runs["transformer"]["result"]["provenance"], "wall_time_s": time.perf_counter() - start},
+    }
+
+
+if __name__ == "__main__":
+    main(NAME, run, __doc__.splitlines()[0])
