@@ -458,8 +458,8 @@ def benchmark_curves(results: list[dict], mode: str = "forward", metric: str = "
         points = [(length, entry) for length, entry in points if entry.get("median_s") is not None]
         if metric == "memory":
             points = [(length, entry) for length, entry in points if entry.get("peak_bytes") is not None]
-        if not points:
-            ax.plot([], [], color=f"C{i}", label=f"{name} (n/a)")
+        if not points:  # an empty errorbar, so that the legend keeps the implementations' order
+            ax.errorbar([], [], yerr=[], marker="o", color=f"C{i}", label=f"{name} (n/a)")
             continue
         lengths = [length for length, _ in points]
         if metric == "time":
@@ -469,8 +469,8 @@ def benchmark_curves(results: list[dict], mode: str = "forward", metric: str = "
             ax.errorbar(lengths, median, yerr=[low, high], marker="o", markersize=4, capsize=3, color=f"C{i}",
                         label=name)
         else:
-            ax.plot(lengths, [entry["peak_bytes"] / 2**20 for _, entry in points], marker="o", markersize=4,
-                    color=f"C{i}", label=name)
+            ax.errorbar(lengths, [entry["peak_bytes"] / 2**20 for _, entry in points], marker="o", markersize=4,
+                        color=f"C{i}", label=name)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length L")

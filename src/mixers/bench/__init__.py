@@ -1,0 +1,85 @@
+"""Benchmarks: one module per measured claim, ``python -m mixers.bench.NAME``.
+
+A benchmark times implementations of the same function *side by side in one run*: for each
+size it interleaves them, repeats, and reports medians, so that a change in the machine's load
+hits every implementation alike. Results go through ``mixers.experiments.save_results`` to
+``book/results/NAME-PROFILE.json`` with the same provenance as an experiment's.
+
+The helpers here are what every benchmark needs: a clock that waits for the GPU, and the peak
+memory that a call allocates.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+__all__ = ["synchronize", "time_call", "peak_memory", "summarise_times"]
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so that a clock read afterwards includes it (no-op on a CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_call(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall-clock seconds of one call of ``fn``, including the GPU work it queued."""
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def summarise_times(times: list[float]) -> dict:
+    """Median, min and max of repeated timings (seconds), and the timings themselves."""
+    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times), "times_s": list(times)}
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device) -> int | None:
+    """Peak bytes of tensor memory allocated during one call of ``fn``, above what was live before.
+
+    On a GPU: ``torch.cuda.max_memory_allocated`` after resetting the peak. On a CPU, where
+    PyTorch keeps no such counter, the call runs under ``torch.profiler`` with
+    ``profile_memory=True``, which records every allocation and free made through PyTorch's CPU
+    allocator; the running sum of those events, in time order, is the live memory, and its
+    maximum the peak. What a compiled kernel allocates *inside* its own C++ code (small per-thread
+    scratch buffers) does not go through that allocator and is not counted. Returns ``None`` if
+    this torch build does not expose the allocation events.
+    """
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        from torch._C._profiler import _EventType
+    except ImportError:
+        return None
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    allocations: list[tuple[int, int]] = []  # (time in ns, bytes: + allocated, - freed)
+
+    def walk(nodes) -> None:
+        for node in nodes:
+            if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+                allocations.append((node.start_time_ns, node.extra_fields.alloc_size))
+            walk(node.children)
+
+    try:
+        walk(prof.profiler.kineto_results.experimental_event_tree())
+    except AttributeError:
+        return None
+    live = peak = 0
+    for _, size in sorted(allocations):
+        live += size
+        peak = max(peak, live)
+    return peak

@@ -1,0 +1,379 @@
+"""Speed and memory of causal ALiBi attention: the seed's layout against the package's backends.
+
+``python -m mixers.bench.alibi --profile cpu`` times, for sequence lengths from 256 to 2048
+(to 4096 with ``--profile gpu``), the forward pass and the forward plus backward pass of
+
+=================  ==============================================================================
+``seed``           ``mixers.alibi.seed_style_alibi_attention``: the seed's layout, scores
+                   materialised as ``[L, L, batch, heads]`` by einsum, the bias ``m·j`` added,
+                   masked, soft-maxed over a strided dim
+``eager``          ``AlibiMultiHeadAttention(backend="eager")``: ``alibi_bias`` built for the call,
+                   ``mixers.attention.scaled_dot_product_attention`` (scores ``[batch, heads, L, L]``)
+``sdpa``           ``AlibiMultiHeadAttention(backend="sdpa")``: torch's fused SDPA, with the bias
+                   (and -inf above the diagonal) as one additive float mask ``[heads, L, L]``
+``flex``           ``AlibiMultiHeadAttention(backend="flex")``: compiled FlexAttention, the bias
+                   computed inside the kernel (``score_mod``), the causal mask a block mask
+``causal_sdpa``    ``MultiHeadAttention(causal=True)``, no ALiBi: fused SDPA with ``is_causal``,
+                   the floor -- what attention costs with no bias at all
+=================  ==============================================================================
+
+All of them compute causal self-attention on the same ``x [batch, L, heads·d_head]``. The
+layers' four projections are replaced by identities, so that what is timed is attention itself
+(splitting and merging heads, building the bias, the kernel) and not the O(L·d²) matrix products
+around it, which are the same for every implementation. For each length the implementations are
+interleaved, repeated, and summarised by their median; the first call of each (FlexAttention's
+compilation) is timed separately and not counted. Peak memory is measured by
+``mixers.bench.peak_memory`` (on a CPU: allocations recorded by ``torch.profiler``). Every
+output is compared with the eager path's, so a fast wrong answer would show.
+
+At the longest length it also repeats the forward comparison for other batch sizes and head
+shapes (``extra_shapes``), and splits FlexAttention's time into the kernel and the block mask
+that the layer builds on every call (``flex_diagnostics``).
+
+It writes ``book/results/alibi_bench-PROFILE.json`` with the provenance of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from ..alibi import AlibiMultiHeadAttention, seed_style_alibi_attention
+from ..attention import MultiHeadAttention
+from ..experiments import save_results
+from ..train import provenance
+from . import peak_memory, summarise_times, time_call
+
+NAME = "alibi_bench"
+
+IMPLEMENTATIONS = ("seed", "eager", "sdpa", "flex", "causal_sdpa")
+MODES = ("forward", "forward_backward")
+
+# Per profile: the device, the lengths, the shape of one attention call, its dtype, how many timed
+# repetitions per (length, implementation, mode), and the intra-op threads on a CPU (None: torch's
+# default). One thread, as in the experiments: on cores that other jobs share, two OpenMP threads
+# wait for each other at every barrier, and the timings scatter by factors of several.
+SETTINGS = {
+    "smoke": dict(device="cpu", lengths=(16, 32), batch=1, heads=2, d_head=8, dtype="float32", repeats=1,
+                  threads=None),
+    "cpu": dict(device="cpu", lengths=(256, 512, 1024, 2048), batch=1, heads=8, d_head=64, dtype="float32",
+                repeats=7, threads=1,
+                extra_shapes=(dict(batch=4, heads=8, d_head=64), dict(batch=1, heads=16, d_head=32))),
+    "gpu": dict(device="cuda", lengths=(256, 512, 1024, 2048, 4096), batch=4, heads=8, d_head=64,
+                dtype="bfloat16", repeats=10, extra_shapes=(dict(batch=1, heads=8, d_head=64),)),
+}
+# At the longest length only, ``extra_shapes`` repeats the forward comparison with other batch
+# sizes and head shapes (the ratio between implementations depends on them), and
+# ``flex_diagnostics`` splits FlexAttention's time into its parts.
+
+
+def _without_projections(layer: MultiHeadAttention) -> MultiHeadAttention:
+    """The layer with q/k/v/out projections replaced by identities: its forward is attention alone."""
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        setattr(layer, name, nn.Identity())
+    return layer
+
+
+def build_implementations(heads: int, d_head: int, device, names=IMPLEMENTATIONS) -> dict[str, Callable[[Tensor], Tensor]]:
+    """Each implementation as a function ``x [batch, L, heads·d_head] -> [batch, L, heads·d_head]``.
+
+    They all compute causal ALiBi self-attention with ``q = k = v`` = the heads of ``x`` (except
+    ``causal_sdpa``, which has no bias).
+    """
+    unknown = set(names) - set(IMPLEMENTATIONS)
+    if unknown:
+        raise ValueError(f"unknown implementations {sorted(unknown)}; known: {IMPLEMENTATIONS}")
+    d_model = heads * d_head
+    layers = {backend: _without_projections(AlibiMultiHeadAttention(d_model, heads, causal=True, backend=backend))
+              for backend in ("eager", "sdpa", "flex")}
+    floor = _without_projections(MultiHeadAttention(d_model, heads, causal=True, backend="sdpa"))
+    reference = layers["eager"]
+
+    def seed(x: Tensor) -> Tensor:
+        q = reference._split_heads(x)                                        # [batch, heads, L, d_head]
+        out = seed_style_alibi_attention(q, q, q, reference.slopes)
+        return reference._merge_heads(out)
+
+    functions = {"seed": seed, **layers, "causal_sdpa": floor}
+    for layer in (*layers.values(), floor):
+        layer.to(device).eval()
+    return {name: functions[name] for name in names}
+
+
+def flex_backward_unsupported(device) -> str | None:
+    """Why FlexAttention cannot run a backward pass on ``device`` (torch's message), or None if it can.
+
+    Asked of torch's *uncompiled* ``flex_attention`` on a tiny input, never of the compiled one the
+    layer uses: a compiled call that raises is not retried by ``torch.compile``, which then runs
+    later calls of it through its slow eager fallback -- timing that instead of the kernel.
+    """
+    from torch.nn.attention.flex_attention import flex_attention
+
+    q = torch.zeros(1, 1, 16, 16, device=device, requires_grad=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+            flex_attention(q, q, q).sum().backward()
+    except NotImplementedError as error:
+        return f"{type(error).__name__}: {str(error).splitlines()[0]}"
+    return None
+
+
+def _call(fn, x: Tensor, grad: Tensor, mode: str) -> Callable[[], None]:
+    if mode == "forward":
+        x = x.detach()  # FlexAttention on a CPU refuses inputs that require grad, even under no_grad
+
+        def run():
+            with torch.no_grad():
+                fn(x)
+    else:
+        def run():
+            x.grad = None
+            fn(x).backward(grad)
+    return run
+
+
+def bench_length(functions: dict, length: int, batch: int, heads: int, d_head: int, dtype: torch.dtype,
+                 device: torch.device, repeats: int, modes=MODES, memory: bool = True) -> dict:
+    """Time and measure every implementation at one length; see the module docstring.
+
+    ``memory=False`` skips the peak-memory probe (``peak_bytes`` is then None).
+    """
+    generator = torch.Generator().manual_seed(length)
+    x = torch.randn(batch, length, heads * d_head, generator=generator).to(device, dtype).requires_grad_()
+    grad = torch.randn(batch, length, heads * d_head, generator=generator).to(device, dtype)
+    rows = {name: {} for name in functions}
+    calls = {}
+    flex_unsupported = flex_backward_unsupported(device) if "flex" in functions else None
+
+    # Warm-up (and compilation): one call of each. An implementation that cannot run a mode here
+    # is recorded with its error and skipped after. FlexAttention's backward is never even tried
+    # where torch has none (on a CPU): see flex_backward_unsupported.
+    for name, fn in functions.items():
+        for mode in modes:
+            if name == "flex" and mode == "forward_backward" and flex_unsupported:
+                rows[name][mode] = {"error": flex_unsupported}
+                continue
+            call = _call(fn, x, grad, mode)
+            try:
+                first = time_call(call, device)
+            except (NotImplementedError, RuntimeError) as error:
+                rows[name][mode] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+                continue
+            rows[name][mode] = {"first_call_s": first, "error": None}
+            calls[name, mode] = call
+
+    # Correctness: every forward output against the eager path's (no bias for the floor, so skipped).
+    with torch.no_grad():
+        x_in = x.detach()
+        expected = functions["eager"](x_in).float() if "eager" in functions else None
+        for name, fn in functions.items():
+            if expected is not None and name != "causal_sdpa" and (name, "forward") in calls:
+                rows[name]["max_abs_diff_vs_eager"] = (fn(x_in).float() - expected).abs().max().item()
+
+    # Timing: interleaved, so that a change in load hits every implementation alike.
+    times = {key: [] for key in calls}
+    for _ in range(repeats):
+        for key, call in calls.items():
+            times[key].append(time_call(call, device))
+    for (name, mode), call in calls.items():
+        rows[name][mode].update(summarise_times(times[name, mode]))
+        rows[name][mode]["peak_bytes"] = peak_memory(call, device) if memory else None
+
+    speedup = {mode: {} for mode in modes}
+    for mode in modes:
+        seed_row = rows.get("seed", {}).get(mode, {})
+        for name in functions:
+            row = rows[name].get(mode, {})
+            if "median_s" in row and "median_s" in seed_row:
+                speedup[mode][name] = seed_row["median_s"] / row["median_s"]
+    itemsize = torch.finfo(dtype).bits // 8
+    return {
+        "length": length,
+        "implementations": rows,
+        "speedup_vs_seed": speedup,
+        # The size of one [L, L, batch, heads] score tensor: the unit of the seed's memory.
+        "scores_tensor_bytes": length * length * batch * heads * itemsize,
+    }
+
+
+def flex_diagnostics(length: int, batch: int, heads: int, d_head: int, dtype: torch.dtype, device: torch.device,
+                     repeats: int) -> dict:
+    """Where the flex layer's forward time goes, at one length: median seconds of
+
+    - ``layer``: the whole call, as timed by ``bench_length``;
+    - ``kernel_with_alibi``: the compiled kernel with the layer's ALiBi ``score_mod`` and a block
+      mask built once, outside the timing;
+    - ``kernel_without_bias``: the same kernel with the causal block mask only (no ``score_mod``):
+      what the bias itself costs inside the kernel is the difference;
+    - ``create_block_mask``: building the causal block mask, which the layer does on every call.
+    """
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from ..alibi import _flex_attention
+
+    layer = _without_projections(AlibiMultiHeadAttention(heads * d_head, heads, causal=True, backend="flex"))
+    layer.to(device).eval()
+    x = torch.randn(batch, length, heads * d_head, generator=torch.Generator().manual_seed(length)).to(device, dtype)
+    q, k, v = (layer._split_heads(x) for _ in range(3))  # three views of x, as inside the layer
+    slopes, offset = layer.slopes, torch.tensor(0, device=device)
+
+    def score_mod(score, b, h, q_idx, kv_idx):  # the layer's, for a causal self-attention call
+        return score - slopes[h] * (q_idx + offset - kv_idx)
+
+    def causal(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx + offset
+
+    block_mask = create_block_mask(causal, None, None, length, length, device=device)
+    flex = _flex_attention()
+    parts = {
+        "layer": lambda: layer(x),
+        "kernel_with_alibi": lambda: flex(q, k, v, score_mod=score_mod, block_mask=block_mask),
+        "kernel_without_bias": lambda: flex(q, k, v, block_mask=block_mask),
+        "create_block_mask": lambda: create_block_mask(causal, None, None, length, length, device=device),
+    }
+    times = {name: [] for name in parts}
+    with torch.no_grad():
+        for part in parts.values():  # warm-up and compilation
+            part()
+        for _ in range(repeats):
+            for name, part in parts.items():
+                times[name].append(time_call(part, device))
+    return {"length": length, "batch": batch, "heads": heads, "d_head": d_head,
+            **{name: summarise_times(values) for name, values in times.items()}}
+
+
+def run(profile: str = "cpu", lengths=None, repeats: int | None = None, implementations=IMPLEMENTATIONS,
+        progress: bool = True, memory: bool = True) -> dict:
+    """Benchmark every implementation at every length of ``profile``; return JSON-able results.
+
+    ``lengths`` and ``repeats`` override the profile's; ``memory=False`` skips the memory probe.
+    """
+    if profile not in SETTINGS:
+        raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {profile!r}")
+    start = time.perf_counter()
+    load_start = _load_average()
+    settings = dict(SETTINGS[profile])
+    if lengths is not None:
+        settings["lengths"] = tuple(lengths)
+    if repeats is not None:
+        settings["repeats"] = repeats
+    device = torch.device(settings["device"])
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"profile {profile!r} needs a CUDA GPU; none is available")
+    dtype = getattr(torch, settings["dtype"])
+    torch.manual_seed(0)
+    # Every shape gets a kernel compiled for exactly that shape, as a model run at one length would
+    # use, instead of torch.compile's switch to one dynamic-shape kernel after the second length.
+    # (With torch 2.13 on a CPU, that dynamic FlexAttention kernel failed to compile for one of the
+    # extra shapes: a C++ error inside Inductor's template.) The limit makes room for the kernels.
+    threads = torch.get_num_threads()
+    if device.type == "cpu" and settings.get("threads"):
+        torch.set_num_threads(settings["threads"])
+    try:
+        with torch._dynamo.config.patch(automatic_dynamic_shapes=False, recompile_limit=64):
+            out = _run(settings, device, dtype, tuple(implementations), progress, memory)
+        prov = {**provenance(profile, device, [0]), "threads": torch.get_num_threads()}  # the threads it ran on
+    finally:
+        torch.set_num_threads(threads)
+    return {
+        "experiment": NAME,
+        "what": "causal ALiBi self-attention, projections excluded: forward, and forward + backward",
+        "settings": {**settings, "lengths": list(settings["lengths"]), "implementations": list(implementations),
+                     "modes": list(MODES), "memory": memory,
+                     "extra_shapes": [dict(shape) for shape in settings.get("extra_shapes", ())]},
+        **out,
+        "provenance": {**prov,
+                       "wall_time_s": time.perf_counter() - start,
+                       # Other processes compete for the cores: the 1, 5 and 15-minute load averages.
+                       "load_average_start": load_start, "load_average_end": _load_average()},
+    }
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # not available on this platform
+        return None
+
+
+def _run(settings: dict, device: torch.device, dtype: torch.dtype, implementations: tuple, progress: bool,
+         memory: bool) -> dict:
+    functions = build_implementations(settings["heads"], settings["d_head"], device, implementations)
+    results = []
+    for length in settings["lengths"]:
+        row = bench_length(functions, length, settings["batch"], settings["heads"], settings["d_head"], dtype,
+                           device, settings["repeats"], memory=memory)
+        results.append(row)
+        if progress:
+            print(format_row(row), flush=True)
+
+    longest = settings["lengths"][-1]
+    # Diagnostics before the extra shapes, so that a kernel that fails to compile for one of those
+    # cannot affect them.
+    diagnostics = None
+    if "flex" in implementations:
+        try:
+            diagnostics = flex_diagnostics(longest, settings["batch"], settings["heads"], settings["d_head"], dtype,
+                                           device, settings["repeats"])
+        except RuntimeError as error:
+            diagnostics = {"length": longest, "error": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+        if progress and "error" not in diagnostics:
+            print("flex diagnostics (median ms): " + ", ".join(
+                f"{name} {diagnostics[name]['median_s'] * 1e3:.1f}" for name in
+                ("layer", "kernel_with_alibi", "kernel_without_bias", "create_block_mask")), flush=True)
+    extra = []
+    for shape in settings.get("extra_shapes", ()):
+        names = tuple(name for name in implementations if name != "eager")  # eager ~ seed; saves time
+        extra_functions = build_implementations(shape["heads"], shape["d_head"], device, names)
+        row = bench_length(extra_functions, longest, shape["batch"], shape["heads"], shape["d_head"], dtype, device,
+                           settings["repeats"], modes=("forward",), memory=False)
+        extra.append({**shape, **row})
+        if progress:
+            print(f"batch {shape['batch']}, {shape['heads']} heads of {shape['d_head']}:\n" + format_row(row), flush=True)
+    return {"results": results, "flex_diagnostics": diagnostics, "extra_shapes": extra}
+
+
+def format_row(row: dict) -> str:
+    """One length's medians and ratios as text."""
+    lines = [f"L = {row['length']}"]
+    for name, modes in row["implementations"].items():
+        parts = []
+        for mode in MODES:
+            entry = modes.get(mode)
+            if entry is None:
+                continue
+            if entry.get("median_s") is None:
+                parts.append(f"{mode}: n/a ({entry.get('error')})")
+                continue
+            ratio = row["speedup_vs_seed"][mode].get(name)
+            peak = entry.get("peak_bytes")
+            parts.append(f"{mode} {entry['median_s'] * 1e3:9.2f} ms" + (f" ({ratio:5.1f}x seed)" if ratio else "")
+                         + (f" peak {peak / 2**20:8.1f} MiB" if peak is not None else ""))
+        lines.append(f"  {name:12s} " + " | ".join(parts))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m mixers.bench.alibi", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=sorted(SETTINGS), default="gpu" if torch.cuda.is_available() else "cpu",
+                        help="sizes and device (default: gpu with CUDA, else cpu)")
+    parser.add_argument("--lengths", type=int, nargs="+", default=None, help="override the profile's lengths")
+    parser.add_argument("--repeats", type=int, default=None, help="override the profile's repeats")
+    parser.add_argument("--out", type=Path, default=None, help="directory for the results JSON")
+    parser.add_argument("--no-progress", action="store_true", help="do not print each length as it finishes")
+    args = parser.parse_args()
+    results = run(args.profile, args.lengths, args.repeats, progress=not args.no_progress)
+    path = save_results(NAME, args.profile, results, args.out)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Train short, test long: one language model with five position schemes, evaluated past its training length.
+
+``python -m mixers.experiments.alibi_extrapolation --profile cpu`` trains the same small
+character-level transformer five times at one training length L, changing only how it knows
+where a token is:
+
+=============  ==============  ============  =================================================
+scheme         token mixer     positions     where the position enters
+=============  ==============  ============  =================================================
+``none``       ``attention``   ``none``      nowhere (a causal model can still count)
+``sinusoidal`` ``attention``   ``sinusoidal`` a fixed sin/cos table added to the embeddings
+``learned``    ``attention``   ``learned``   a learned table of L rows added to the embeddings
+``rotary``     ``rotary``      ``none``      q and k rotated by their positions (RoPE)
+``alibi``      ``alibi``       ``none``      a linear penalty ``-m·(i - j)`` on the scores
+=============  ==============  ============  =================================================
+
+Same initial seed, same data order, same steps. Each model is then scored on the validation
+split in non-overlapping windows of 1, 2, 4, ... times L (``mixers.data.sequential_windows``),
+and every length sees the *same* tokens: the first ``eval_tokens`` characters of the split, cut
+into ``eval_tokens / length`` windows. Besides the mean loss at each length, it records the
+loss at every position of the window (``per_position_loss``), averaged over the windows.
+
+Learned positions have no row for position L or beyond: the model raises a ``ValueError`` there,
+and the results say so (``loss: null`` with the error message) instead of inventing a number.
+
+It writes ``book/results/alibi_extrapolation-PROFILE.json``: per scheme the loss curves, the
+loss at each evaluation length, the per-position losses, and the provenance of the run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+from ..data import CharDataset, sequential_windows
+from ..model import LanguageModel
+from ..train import get_profile, run_profile
+from . import main
+
+NAME = "alibi_extrapolation"
+
+# As in the attention_scaling experiment: small models on a CPU run about as fast on one intra-op
+# thread as on two quiet cores, and far faster when the cores are shared. Provenance records it.
+CPU_THREADS = 1
+
+# scheme -> (token mixer, positions added to the embeddings). The mixers that encode position
+# inside attention (rotary, alibi) get no positions on the embeddings.
+SCHEMES: dict[str, tuple[str, str]] = {
+    "none": ("attention", "none"),
+    "sinusoidal": ("attention", "sinusoidal"),
+    "learned": ("attention", "learned"),
+    "rotary": ("rotary", "none"),
+    "alibi": ("alibi", "none"),
+}
+
+# Per profile: the model (ModelConfig fields over the profile's own; block_size is the training
+# length L), the training (TrainConfig fields; seq_len = L), the evaluation lengths as multiples
+# of L, and the number of validation tokens scored at every length.
+SETTINGS = {
+    "smoke": dict(
+        model=dict(d_model=32, n_layers=1, n_heads=4, block_size=16),
+        train=dict(steps=60, batch_size=16, seq_len=16, lr=1e-2, warmup_steps=5, eval_interval=30,
+                   eval_batches=2),
+        factors=(1, 2, 4, 8, 16),
+        eval_tokens=2048,
+    ),
+    "cpu": dict(
+        model=dict(d_model=128, n_layers=3, n_heads=8, block_size=64),
+        # compile=True: the committed run trained with torch.compile, then the cpu profile's default.
+        train=dict(steps=800, batch_size=32, seq_len=64, lr=2e-3, warmup_steps=50, eval_interval=100,
+                   eval_batches=10, compile=True),
+        factors=(1, 2, 4, 8, 16),
+        eval_tokens=65536,
+    ),
+    "gpu": dict(
+        model=dict(d_model=384, n_layers=6, n_heads=8, block_size=256, dropout=0.1),
+        train=dict(steps=5000, seq_len=256),
+        factors=(1, 2, 4, 8, 16),
+        eval_tokens=98304,
+    ),
+}
+
+# Windows per evaluation batch: about this many tokens at once, whatever the length.
+EVAL_BATCH_TOKENS = 8192
+
+# Facts from the paper, for comparison (not computed here): WikiText-103 validation perplexity of
+# 16-layer, 247M-parameter models trained on L = 512 tokens, evaluated without overlap at longer
+# lengths (Press, Smith and Lewis, 2022, the L = 512 curves of their Figure 1 / appendix table).
+PAPER_WIKITEXT103_L512 = {
+    "train_length": 512,
+    "eval_lengths": [512, 15512],
+    "perplexity": {"sinusoidal": [20.05, 406.01], "rotary": [20.07, 79.25], "alibi": [19.73, 18.31]},
+}
+
+
+@torch.no_grad()
+def per_position_loss(model: LanguageModel, data: torch.Tensor, seq_len: int, batch_size: int = 16,
+                      max_windows: int | None = None) -> tuple[torch.Tensor, int]:
+    """Mean loss (nats/char) at each position of non-overlapping windows of ``data``.
+
+    model: a ``LanguageModel``; data: token ids ``int64[n]``; windows as in
+    ``mixers.data.sequential_windows(data, seq_len, batch_size, max_windows)``.
+    Returns ``(loss [seq_len] float64, windows)``: ``loss[t]`` is the cross-entropy of predicting
+    token t + 1 of a window from tokens 0..t, averaged over the windows, and ``windows`` is how
+    many there were. Since every window has every position once, ``loss.mean()`` is the mean loss
+    over all the windows' tokens, what ``mixers.train.evaluate_sequential`` returns.
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total = torch.zeros(seq_len, dtype=torch.float64)
+    windows = 0
+    try:
+        for x, y in sequential_windows(data, seq_len, batch_size, max_windows, device):
+            logits, _ = model(x)                                                  # [batch, seq, vocab]
+            loss = F.cross_entropy(logits.float().transpose(1, 2), y, reduction="none")  # [batch, seq]
+            total += loss.sum(0).double().cpu()
+            windows += x.shape[0]
+    finally:
+        model.train(was_training)
+    if windows == 0:
+        raise ValueError(f"data has {len(data)} tokens: not one window of seq_len={seq_len} + 1")
+    return total / windows, windows
+
+
+def evaluate_lengths(model: LanguageModel, data: torch.Tensor, lengths: list[int], eval_tokens: int) -> list[dict]:
+    """Per length: the mean loss and the per-position losses over ``eval_tokens // length`` windows.
+
+    A length the model cannot take (learned positions past their table) gets ``loss: None`` and
+    the model's own error message, rather than a number.
+    """
+    rows = []
+    for length in lengths:
+        windows = eval_tokens // length
+        if windows < 1:
+            raise ValueError(f"eval_tokens={eval_tokens} is shorter than the evaluation length {length}")
+        batch = max(1, min(windows, EVAL_BATCH_TOKENS // length))
+        try:
+            loss, counted = per_position_loss(model, data, length, batch, max_windows=windows)
+        except ValueError as error:
+            rows.append({"length": length, "windows": 0, "tokens": 0, "loss": None, "per_position": None,
+                         "error": str(error)})
+            continue
+        rows.append({
+            "length": length,
+            "windows": counted,
+            "tokens": counted * length,
+            "loss": loss.mean().item(),
+            # Five decimals are far below the noise between windows; they keep the JSON small.
+            "per_position": [round(v, 5) for v in loss.tolist()],
+            "error": None,
+        })
+    return rows
+
+
+def run(profile: str, progress: bool = True) -> dict:
+    """Train every scheme at the training length of ``profile`` and evaluate it at longer lengths."""
+    start = time.perf_counter()
+    threads = torch.get_num_threads()
+    if not torch.cuda.is_available():
+        torch.set_num_threads(CPU_THREADS)
+    try:
+        return _run(profile, progress, start)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(profile: str, progress: bool, start: float) -> dict:
+    base = get_profile(profile)
+    if base.name not in SETTINGS:
+        raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {base.name!r}")
+    settings = SETTINGS[base.name]
+    model_settings = {**base.model, **settings["model"]}
+    train_length = model_settings["block_size"]
+    if settings["train"].get("seq_len", base.train.seq_len) != train_length:
+        raise ValueError("the training seq_len must equal block_size: L is both the training length "
+                         "and the number of learned positions")
+    lengths = [f * train_length for f in settings["factors"]]
+    dataset = CharDataset.shakespeare()
+    eval_tokens = settings["eval_tokens"]
+    if eval_tokens + 1 > len(dataset.val):
+        raise ValueError(f"eval_tokens={eval_tokens} exceeds the validation split ({len(dataset.val)} tokens)")
+
+    runs = []
+    for scheme, (token_mixer, positions) in SCHEMES.items():
+        overrides = {**settings["model"], "token_mixer": token_mixer, "positions": positions}
+        model, result = run_profile(dataset, base, model_overrides=overrides, train_overrides=settings["train"],
+                                    progress=progress, description=f"{NAME} {scheme}")
+        eval_start = time.perf_counter()
+        evaluation = evaluate_lengths(model, dataset.val, lengths, eval_tokens)
+        runs.append({
+            "scheme": scheme,
+            "token_mixer": token_mixer,
+            "positions": positions,
+            "result": result.to_dict(),
+            "eval": evaluation,
+            "eval_time_s": time.perf_counter() - eval_start,
+        })
+    return {
+        "experiment": NAME,
+        "model": f"causal transformer, d_model {model_settings['d_model']}, {model_settings['n_layers']} layers, "
+                 f"{model_settings['n_heads']} heads, gelu feed-forward; trained at L = {train_length}; "
+                 f"schemes: {', '.join(SCHEMES)}",
+        "settings": {
+            "model": model_settings,
+            "train": runs[0]["result"]["train_config"],
+            "train_length": train_length,
+            "factors": list(settings["factors"]),
+            "eval_lengths": lengths,
+            "eval_tokens": eval_tokens,
+            "eval_split": "val",
+            "schemes": {scheme: {"token_mixer": m, "positions": p} for scheme, (m, p) in SCHEMES.items()},
+        },
+        "runs": runs,
+        "provenance": {**runs[0]["result"]["provenance"], "wall_time_s": time.perf_counter() - start},
+    }
+
+
+if __name__ == "__main__":
+    main(NAME, run, __doc__.splitlines()[0])

@@ -1,0 +1,169 @@
+"""Smoke tests of the ALiBi chapter's experiment and benchmark: structure, provenance, correctness.
+
+The benchmark's timings are never asserted (they depend on the machine); its outputs are
+checked against each other, and its memory probe against a tensor of known size. Its
+FlexAttention path runs through torch's uncompiled ``flex_attention`` here (the same function,
+no kernel to compile), as in tests/test_alibi.py.
+"""
+
+import json
+import math
+import warnings
+
+import pytest
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+
+import mixers.alibi as alibi_module
+from mixers.bench import alibi as bench
+from mixers.bench import peak_memory
+from mixers.data import CharDataset
+from mixers.experiments import alibi_extrapolation as experiment
+from mixers.model import LanguageModel, ModelConfig
+from mixers.train import evaluate_sequential
+
+# ---------------------------------------------------------------------------------------------
+# The extrapolation experiment
+
+
+@pytest.fixture(scope="module")
+def results():
+    threads = torch.get_num_threads()
+    out = experiment.run("smoke", progress=False)
+    assert torch.get_num_threads() == threads  # run() restores the thread count it changed
+    return out
+
+
+def test_smoke_run_trains_every_scheme_like_for_like(results):
+    settings = experiment.SETTINGS["smoke"]
+    assert results["experiment"] == "alibi_extrapolation"
+    assert [run["scheme"] for run in results["runs"]] == list(experiment.SCHEMES)
+    for run in results["runs"]:
+        config = run["result"]["model_config"]
+        assert (config["token_mixer"], config["positions"]) == experiment.SCHEMES[run["scheme"]]
+        assert config["block_size"] == results["settings"]["train_length"] == settings["model"]["block_size"]
+        assert run["result"]["steps"][-1] == settings["train"]["steps"]
+        assert all(math.isfinite(v) for v in run["result"]["val_loss"])
+    # Same data order and steps for every scheme: only the position scheme differs.
+    train_configs = [run["result"]["train_config"] for run in results["runs"]]
+    assert all(c == train_configs[0] for c in train_configs)
+
+
+def test_every_length_sees_the_same_tokens_and_learned_positions_stop_at_L(results):
+    settings = results["settings"]
+    L = settings["train_length"]
+    assert settings["eval_lengths"] == [f * L for f in experiment.SETTINGS["smoke"]["factors"]]
+    for run in results["runs"]:
+        assert [row["length"] for row in run["eval"]] == settings["eval_lengths"]
+        for row in run["eval"]:
+            undefined = run["scheme"] == "learned" and row["length"] > L
+            if undefined:
+                assert row["loss"] is None and row["per_position"] is None
+                assert "learned positions have" in row["error"]
+            else:
+                assert row["error"] is None
+                assert row["tokens"] == settings["eval_tokens"]  # the same text at every length
+                assert len(row["per_position"]) == row["length"]
+                assert row["loss"] == pytest.approx(sum(row["per_position"]) / row["length"], abs=1e-4)
+                assert 0 < row["loss"] < 2 * math.log(65)
+
+
+def test_smoke_results_have_provenance_and_serialise(results):
+    prov = results["provenance"]
+    assert prov["profile"] == "smoke" and prov["wall_time_s"] > 0
+    for key in ("device", "torch", "git_commit", "date", "seeds"):
+        assert key in prov
+    assert json.loads(json.dumps(results))["runs"][2]["eval"][1]["loss"] is None  # null in JSON
+
+
+def test_per_position_loss_averages_to_evaluate_sequential(shakespeare):
+    torch.manual_seed(0)
+    model = LanguageModel(ModelConfig(vocab_size=shakespeare.tokenizer.vocab_size, block_size=16, d_model=16,
+                                      n_layers=1, n_heads=2, token_mixer="alibi", positions="none"))
+    data = shakespeare.val[:2000]
+    for length in (8, 16, 48):  # ALiBi: lengths past block_size are fine
+        loss, windows = experiment.per_position_loss(model, data, length, batch_size=5, max_windows=9)
+        assert loss.shape == (length,) and windows == 9
+        expected = evaluate_sequential(model, data, length, batch_size=5, max_windows=9)
+        assert loss.mean().item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_unknown_profile_is_rejected():
+    with pytest.raises(ValueError, match="profile"):
+        experiment.run("huge", progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# The benchmark
+
+
+@pytest.fixture
+def uncompiled_flex(monkeypatch):
+    monkeypatch.setattr(alibi_module, "_compiled_flex_attention", flex_attention)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+        yield
+
+
+def test_bench_runs_every_implementation_and_they_agree(uncompiled_flex):
+    threads = torch.get_num_threads()
+    out = bench.run("smoke", lengths=(16, 24), repeats=2, progress=False)
+    assert torch.get_num_threads() == threads  # run() restores the thread count
+    assert out["experiment"] == "alibi_bench" and out["provenance"]["profile"] == "smoke"
+    assert out["provenance"]["threads"] >= 1 and "device" in out["provenance"]
+    assert [row["length"] for row in out["results"]] == [16, 24]
+    for row in out["results"]:
+        impls = row["implementations"]
+        assert set(impls) == set(bench.IMPLEMENTATIONS)
+        for name, entry in impls.items():
+            for mode in bench.MODES:
+                timing = entry[mode]
+                if timing["error"] is not None:
+                    # Only FlexAttention's backward on a CPU may be missing (torch has none there).
+                    assert (name, mode) == ("flex", "forward_backward") and "backward" in timing["error"]
+                    continue
+                assert len(timing["times_s"]) == 2 and timing["min_s"] <= timing["median_s"] <= timing["max_s"]
+                assert timing["peak_bytes"] is None or timing["peak_bytes"] >= 0
+            if name != "causal_sdpa":
+                assert entry["max_abs_diff_vs_eager"] < 1e-5, name
+        assert row["speedup_vs_seed"]["forward"]["seed"] == 1.0
+        assert row["scores_tensor_bytes"] == row["length"] ** 2 * 1 * 2 * 4  # batch 1, 2 heads, float32
+    diagnostics = out["flex_diagnostics"]
+    assert diagnostics["length"] == 24
+    for part in ("layer", "kernel_with_alibi", "kernel_without_bias", "create_block_mask"):
+        assert len(diagnostics[part]["times_s"]) == 2
+    assert out["extra_shapes"] == []  # the smoke profile has none
+    json.dumps(out)
+
+
+def test_bench_never_calls_the_compiled_flex_backward_on_a_cpu(uncompiled_flex, monkeypatch):
+    # A compiled call that raises leaves torch.compile on its slow fallback for later calls, so
+    # the benchmark asks torch's uncompiled flex_attention whether a backward pass exists at all.
+    reason = bench.flex_backward_unsupported(torch.device("cpu"))
+    calls = []
+    real = alibi_module._compiled_flex_attention
+
+    def spy(q, *args, **kwargs):
+        calls.append(q.requires_grad)
+        return real(q, *args, **kwargs)
+
+    monkeypatch.setattr(alibi_module, "_compiled_flex_attention", spy)
+    functions = bench.build_implementations(2, 8, torch.device("cpu"), names=("eager", "flex"))
+    row = bench.bench_length(functions, 16, 1, 2, 8, torch.float32, torch.device("cpu"), repeats=1, memory=False)
+    if reason is not None:
+        assert not any(calls) and row["implementations"]["flex"]["forward_backward"]["error"] == reason
+    assert row["implementations"]["flex"]["max_abs_diff_vs_eager"] < 1e-5
+
+
+def test_bench_rejects_unknown_names():
+    with pytest.raises(ValueError, match="profile"):
+        bench.run("huge")
+    with pytest.raises(ValueError, match="unknown implementations"):
+        bench.build_implementations(2, 8, torch.device("cpu"), names=("seed", "magic"))
+
+
+def test_peak_memory_sees_a_tensor_of_known_size():
+    size = 1 << 20  # 1 MiB of float32
+    peak = peak_memory(lambda: torch.empty(size // 4, dtype=torch.float32).fill_(1.0), torch.device("cpu"))
+    if peak is not None:  # None: this torch build does not expose the profiler's allocation events
+        assert size <= peak < 2 * size
