@@ -5,7 +5,7 @@ A run is fully described by a ``ModelConfig`` (what to build) and a
 the hardware:
 
 * ``smoke``: seconds on a laptop CPU; what CI and a CPU reader run live.
-* ``cpu``: a few minutes per model on two CPU cores; meaningful results.
+* ``cpu``: minutes per model on two CPU cores (the baseline: about 8); meaningful results.
 * ``gpu``: the full mini-training on one GPU (bf16 autocast, ``torch.compile``).
 
 The default is ``gpu`` when CUDA is available and ``smoke`` otherwise; the
