@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import mixers.experiments as experiments
 from mixers.data import random_batch
 from mixers.experiments import baseline
-from mixers.model import LanguageModel, ModelConfig
+from mixers.model import ModelConfig
 from mixers.train import (
     PROFILES,
     Profile,
@@ -405,3 +405,37 @@ def test_baseline_run_produces_results_with_provenance(monkeypatch):
     written = json.loads(json.dumps(results))  # what save_results writes must read back
     assert written["full_val_loss"] == results["full_val_loss"] and written["sample"] == results["sample"]
     assert written["result"]["val_loss"] == results["result"]["val_loss"]
+
+
+def test_saved_results_put_their_provenance_first(tmp_path):
+    from mixers.experiments import load_results, save_results
+
+    save_results("demo", "cpu", {"runs": [1, 2], "provenance": {"profile": "cpu", "torch": "x"}}, tmp_path)
+    text = (tmp_path / "demo-cpu.json").read_text()
+    assert text.index('"provenance"') < text.index('"runs"')
+    assert load_results("demo", tmp_path) == {"provenance": {"profile": "cpu", "torch": "x"}, "runs": [1, 2]}
+
+
+def test_profile_settings_names_the_profiles():
+    from mixers.experiments import profile_settings
+
+    table = {"smoke": {"steps": 1}, "cpu": {"steps": 9}}
+    assert profile_settings("cpu", table) == {"steps": 9}
+    with pytest.raises(ValueError, match=r"profile must be one of \['cpu', 'smoke'\], got 'gpu'"):
+        profile_settings("gpu", table)
+
+
+def test_cpu_threads_sets_and_restores_the_thread_count():
+    from mixers.experiments import cpu_threads
+
+    before = torch.get_num_threads()
+    other = 2 if before == 1 else 1  # the tests run on one thread (conftest)
+    with cpu_threads(other, enabled=True):
+        assert torch.get_num_threads() == other
+    assert torch.get_num_threads() == before
+    with cpu_threads(other, enabled=False):
+        assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError):
+        with cpu_threads(other, enabled=True):
+            raise RuntimeError("boom")
+    assert torch.get_num_threads() == before

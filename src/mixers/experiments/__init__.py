@@ -10,13 +10,42 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
+
+import torch
 
 from ..train import PROFILES, default_profile_name
 
 # Largest first: a chapter shows the biggest run that has been committed.
 PROFILE_ORDER = ("gpu", "cpu", "smoke")
+
+
+def profile_settings(profile: str, settings: dict) -> dict:
+    """An experiment's own sizes for ``profile`` (its table ``settings`` maps profile -> sizes)."""
+    if profile not in settings:
+        raise ValueError(f"profile must be one of {sorted(settings)}, got {profile!r}")
+    return settings[profile]
+
+
+@contextmanager
+def cpu_threads(threads: int | None, enabled: bool | None = None) -> Iterator[None]:
+    """Run the block with ``threads`` intra-op threads, then restore the previous count.
+
+    Small models on a shared two-core machine run fastest, and most predictably, on one thread
+    per process: two OpenMP threads fighting for busy cores slowed them many times over.
+    ``enabled`` defaults to "no CUDA" (on a GPU the CPU thread count hardly matters);
+    ``threads=None`` leaves the count alone.
+    """
+    enabled = not torch.cuda.is_available() if enabled is None else enabled
+    before = torch.get_num_threads()
+    if enabled and threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def results_dir() -> Path:
@@ -36,6 +65,9 @@ def results_path(name: str, profile: str, directory: Path | None = None) -> Path
 
 
 def save_results(name: str, profile: str, results: dict, directory: Path | None = None) -> Path:
+    """Write ``results`` as JSON, its ``provenance`` first so a reader sees where it came from."""
+    if "provenance" in results:
+        results = {"provenance": results["provenance"], **results}
     path = results_path(name, profile, directory)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1) + "\n")
