@@ -1,8 +1,12 @@
 """Shared fixtures: the packaged corpus and its dataset are loaded once per test session."""
 
+import warnings
+
 import pytest
 import torch
+from torch.nn.attention.flex_attention import flex_attention
 
+import mixers.alibi as alibi_module
 from mixers.data import CharDataset, load_corpus
 
 # The tests use tiny models, for which one intra-op thread is fastest; on a machine whose cores
@@ -21,3 +25,12 @@ def corpus_text() -> str:
 def shakespeare(corpus_text) -> CharDataset:
     """The default 90/10 split of the packaged corpus."""
     return CharDataset.from_text(corpus_text)
+
+
+@pytest.fixture
+def uncompiled_flex(monkeypatch):
+    """Route the ALiBi flex path through torch's uncompiled flex_attention (same function, no kernel)."""
+    monkeypatch.setattr(alibi_module, "_compiled_flex_attention", flex_attention)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+        yield

@@ -12,7 +12,6 @@ uncompiled ``flex_attention``, which computes the same function without a fused 
 
 import copy
 import math
-import warnings
 
 import pytest
 import torch
@@ -31,15 +30,6 @@ NEG_INF = float("-inf")
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
-
-
-@pytest.fixture
-def uncompiled_flex(monkeypatch):
-    """Route the module's flex path through torch's uncompiled flex_attention (same function, no kernel)."""
-    monkeypatch.setattr(alibi_module, "_compiled_flex_attention", flex_attention)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
-        yield
 
 
 # ---------------------------------------------------------------------------------------------

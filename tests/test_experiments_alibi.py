@@ -8,16 +8,13 @@ no kernel to compile), as in tests/test_alibi.py.
 
 import json
 import math
-import warnings
 
 import pytest
 import torch
-from torch.nn.attention.flex_attention import flex_attention
 
 import mixers.alibi as alibi_module
 from mixers.bench import alibi as bench
 from mixers.bench import peak_memory
-from mixers.data import CharDataset
 from mixers.experiments import alibi_extrapolation as experiment
 from mixers.model import LanguageModel, ModelConfig
 from mixers.train import evaluate_sequential
@@ -95,14 +92,6 @@ def test_unknown_profile_is_rejected():
 
 # ---------------------------------------------------------------------------------------------
 # The benchmark
-
-
-@pytest.fixture
-def uncompiled_flex(monkeypatch):
-    monkeypatch.setattr(alibi_module, "_compiled_flex_attention", flex_attention)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
-        yield
 
 
 def test_bench_runs_every_implementation_and_they_agree(uncompiled_flex):

@@ -30,7 +30,7 @@ def test_smoke_run_has_every_seed_and_variant_with_curves(results):
     assert len(seeds) >= 2
     runs = results["runs"]
     assert [(run["seed"], run["variant"]) for run in runs] == [(s, v) for s in seeds for v in VARIANTS]
-    d_model, n_layers = settings["model"]["d_model"], settings["model"]["n_layers"]
+    d_model = settings["model"]["d_model"]
     steps = settings["train"]["steps"]
     for run in runs:
         result = run["result"]

@@ -14,8 +14,40 @@ from matplotlib.ticker import MaxNLocator
 import torch
 
 
+def _finish(ax, title: str | None):
+    """The grid, legend and title every line plot here ends with."""
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
 def _axes(ax):
     return ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
+
+
+def _panels(stack: torch.Tensor, name: str, expected: str, axes, size: tuple[float, float], pad: float,
+            unit: str = "head", dtype: torch.dtype = torch.float32):
+    """A ``[n, rows, cols]`` (or ``[rows, cols]``) tensor on the CPU and one Axes per matrix.
+
+    Draws into ``axes`` (one per matrix) or a new row of ``size``-inch panels; the shared check and
+    layout of ``attention_heads``, ``spatial_weights`` and ``bias_heads``.
+    """
+    values = stack.detach().to(dtype).cpu()
+    if values.dim() == 2:
+        values = values[None]
+    if values.dim() != 3:
+        raise ValueError(f"{name} must be {expected}, got {tuple(stack.shape)}")
+    count = values.shape[0]
+    if axes is None:
+        _, axes = plt.subplots(1, count, figsize=(size[0] * count + pad, size[1]), squeeze=False,
+                               layout="constrained")
+        axes = axes[0]
+    axes = list(axes) if not isinstance(axes, plt.Axes) else [axes]
+    if len(axes) != count:
+        raise ValueError(f"need one axes per {unit}: {count} of them, {len(axes)} axes")
+    return values, axes
 
 
 def loss_curves(runs: dict[str, dict], ax=None, train: bool = True, title: str | None = None):
@@ -34,11 +66,7 @@ def loss_curves(runs: dict[str, dict], ax=None, train: bool = True, title: str |
     ax.set_ylabel("loss (nats / char)")
     secondary = ax.secondary_yaxis("right", functions=(lambda n: n / math.log(2), lambda b: b * math.log(2)))
     secondary.set_ylabel("bits / char")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    if title:
-        ax.set_title(title)
-    return ax
+    return _finish(ax, title)
 
 
 def heatmap(
@@ -83,18 +111,8 @@ def attention_heads(
     All heads share the colour scale [0, 1], so their sharpness can be compared at a glance. Draws
     into ``axes`` (one per head) or a new row of axes; returns the axes.
     """
-    values = weights.detach().float().cpu()
-    if values.dim() == 2:
-        values = values[None]
-    if values.dim() != 3:
-        raise ValueError(f"weights must be [heads, q_len, k_len] or [q_len, k_len], got {tuple(weights.shape)}")
+    values, axes = _panels(weights, "weights", "[heads, q_len, k_len] or [q_len, k_len]", axes, (3.2, 3.2), 0.6)
     heads = values.shape[0]
-    if axes is None:
-        _, axes = plt.subplots(1, heads, figsize=(3.2 * heads + 0.6, 3.2), squeeze=False, layout="constrained")
-        axes = axes[0]
-    axes = list(axes) if not isinstance(axes, plt.Axes) else [axes]
-    if len(axes) != heads:
-        raise ValueError(f"need one axes per head: {heads} heads, {len(axes)} axes")
     key_tokens = tokens if key_tokens is None else key_tokens
     for h, ax in enumerate(axes):
         title = titles[h] if titles is not None else (f"head {h}" if heads > 1 else None)
@@ -131,11 +149,7 @@ def activation_curves(
     ax.axvline(0, color="black", linewidth=0.6)
     ax.set_xlabel("z")
     ax.set_ylabel("f(z)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    if title:
-        ax.set_title(title)
-    return ax
+    return _finish(ax, title)
 
 
 def gate_surface(
@@ -206,11 +220,7 @@ def loss_bands(
         ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.15, linewidth=0)
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats / char)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    if title:
-        ax.set_title(title)
-    return ax
+    return _finish(ax, title)
 
 
 def seed_spread(
@@ -255,18 +265,10 @@ def spatial_weights(
     """
     if isinstance(weights, (list, tuple)):
         weights = torch.stack([torch.as_tensor(w) for w in weights])
-    values = torch.as_tensor(weights).detach().float().cpu()
-    if values.dim() == 2:
-        values = values[None]
-    if values.dim() != 3 or values.shape[-1] != values.shape[-2]:
-        raise ValueError(f"weights must be [k, seq, seq] or [seq, seq], got {tuple(values.shape)}")
-    count = values.shape[0]
-    if axes is None:
-        _, axes = plt.subplots(1, count, figsize=(3.0 * count + 0.8, 3.0), squeeze=False, layout="constrained")
-        axes = axes[0]
-    axes = list(axes) if not isinstance(axes, plt.Axes) else [axes]
-    if len(axes) != count:
-        raise ValueError(f"need one axes per matrix: {count} matrices, {len(axes)} axes")
+    weights = torch.as_tensor(weights)
+    if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"weights must be [k, seq, seq] or [seq, seq], got {tuple(weights.shape)}")
+    values, axes = _panels(weights, "weights", "[k, seq, seq] or [seq, seq]", axes, (3.0, 3.0), 0.8, unit="matrix")
     limit = float(values.abs().max()) if vmax is None else float(vmax)
     limit = limit if limit > 0 else 1.0
     for k, ax in enumerate(axes):
@@ -355,18 +357,8 @@ def bias_heads(bias: torch.Tensor, axes=None, titles: Sequence[str] | None = Non
     value to 0; ``-inf`` (not allowed: the causal mask) is left blank, grey, so that it cannot be
     mistaken for a large finite penalty. Returns the axes.
     """
-    values = bias.detach().double().cpu()
-    if values.dim() == 2:
-        values = values[None]
-    if values.dim() != 3:
-        raise ValueError(f"bias must be [heads, q_len, k_len] or [q_len, k_len], got {tuple(bias.shape)}")
-    heads = values.shape[0]
-    if axes is None:
-        _, axes = plt.subplots(1, heads, figsize=(2.4 * heads + 0.8, 2.6), squeeze=False, layout="constrained")
-        axes = axes[0]
-    axes = list(axes) if not isinstance(axes, plt.Axes) else [axes]
-    if len(axes) != heads:
-        raise ValueError(f"need one axes per head: {heads} heads, {len(axes)} axes")
+    values, axes = _panels(bias, "bias", "[heads, q_len, k_len] or [q_len, k_len]", axes, (2.4, 2.6), 0.8,
+                           dtype=torch.float64)
     finite = values[torch.isfinite(values)]
     low = finite.min().item() if finite.numel() else -1.0
     low = low if low < 0 else -1.0
@@ -407,11 +399,7 @@ def extrapolation_curves(runs: dict[str, list[dict]], train_length: int, ax=None
     ax.set_xscale("log", base=2)
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel("perplexity per character" if perplexity else "validation loss (nats / char)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    if title:
-        ax.set_title(title)
-    return ax
+    return _finish(ax, title)
 
 
 def per_position_curves(curves: dict[str, Sequence[float] | None], train_length: int, ax=None, bin_size: int = 16,
@@ -434,11 +422,7 @@ def per_position_curves(curves: dict[str, Sequence[float] | None], train_length:
     ax.axvline(train_length, color="gray", linestyle=":", linewidth=1)
     ax.set_xlabel(f"position in the window (mean over bins of {bin_size})")
     ax.set_ylabel("loss (nats / char)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    if title:
-        ax.set_title(title)
-    return ax
+    return _finish(ax, title)
 
 
 def benchmark_curves(results: list[dict], mode: str = "forward", metric: str = "time", ax=None,

@@ -47,7 +47,7 @@ from torch import Tensor, nn
 
 from ..alibi import AlibiMultiHeadAttention, seed_style_alibi_attention
 from ..attention import MultiHeadAttention
-from ..experiments import save_results
+from ..experiments import cpu_threads, profile_settings, save_results
 from ..train import provenance
 from . import peak_memory, summarise_times, time_call
 
@@ -256,11 +256,9 @@ def run(profile: str = "cpu", lengths=None, repeats: int | None = None, implemen
 
     ``lengths`` and ``repeats`` override the profile's; ``memory=False`` skips the memory probe.
     """
-    if profile not in SETTINGS:
-        raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {profile!r}")
     start = time.perf_counter()
     load_start = _load_average()
-    settings = dict(SETTINGS[profile])
+    settings = dict(profile_settings(profile, SETTINGS))
     if lengths is not None:
         settings["lengths"] = tuple(lengths)
     if repeats is not None:
@@ -274,15 +272,10 @@ def run(profile: str = "cpu", lengths=None, repeats: int | None = None, implemen
     # use, instead of torch.compile's switch to one dynamic-shape kernel after the second length.
     # (With torch 2.13 on a CPU, that dynamic FlexAttention kernel failed to compile for one of the
     # extra shapes: a C++ error inside Inductor's template.) The limit makes room for the kernels.
-    threads = torch.get_num_threads()
-    if device.type == "cpu" and settings.get("threads"):
-        torch.set_num_threads(settings["threads"])
-    try:
+    with cpu_threads(settings.get("threads"), enabled=device.type == "cpu"):
         with torch._dynamo.config.patch(automatic_dynamic_shapes=False, recompile_limit=64):
             out = _run(settings, device, dtype, tuple(implementations), progress, memory)
         prov = {**provenance(profile, device, [0]), "threads": torch.get_num_threads()}  # the threads it ran on
-    finally:
-        torch.set_num_threads(threads)
     return {
         "experiment": NAME,
         "what": "causal ALiBi self-attention, projections excluded: forward, and forward + backward",

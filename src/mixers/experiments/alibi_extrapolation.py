@@ -29,7 +29,6 @@ loss at each evaluation length, the per-position losses, and the provenance of t
 
 from __future__ import annotations
 
-import math
 import time
 
 import torch
@@ -38,7 +37,7 @@ import torch.nn.functional as F
 from ..data import CharDataset, sequential_windows
 from ..model import LanguageModel
 from ..train import get_profile, run_profile
-from . import main
+from . import cpu_threads, main, profile_settings
 
 NAME = "alibi_extrapolation"
 
@@ -159,20 +158,13 @@ def evaluate_lengths(model: LanguageModel, data: torch.Tensor, lengths: list[int
 def run(profile: str, progress: bool = True) -> dict:
     """Train every scheme at the training length of ``profile`` and evaluate it at longer lengths."""
     start = time.perf_counter()
-    threads = torch.get_num_threads()
-    if not torch.cuda.is_available():
-        torch.set_num_threads(CPU_THREADS)
-    try:
+    with cpu_threads(CPU_THREADS):
         return _run(profile, progress, start)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(profile: str, progress: bool, start: float) -> dict:
     base = get_profile(profile)
-    if base.name not in SETTINGS:
-        raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {base.name!r}")
-    settings = SETTINGS[base.name]
+    settings = profile_settings(base.name, SETTINGS)
     model_settings = {**base.model, **settings["model"]}
     train_length = model_settings["block_size"]
     if settings["train"].get("seq_len", base.train.seq_len) != train_length:

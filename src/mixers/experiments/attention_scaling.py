@@ -22,7 +22,7 @@ from ..attention import MultiHeadAttention
 from ..data import CharDataset, random_batch
 from ..model import LanguageModel, ModelConfig, register_token_mixer
 from ..train import build_model, get_profile, run_profile
-from . import main
+from . import cpu_threads, main, profile_settings
 
 NAME = "attention_scaling"
 
@@ -120,20 +120,13 @@ def diagnostics(model: LanguageModel, x: torch.Tensor, y: torch.Tensor) -> dict[
 def run(profile: str, progress: bool = True) -> dict:
     """Train every (head size, scaled/un-scaled) pair under ``profile``; return the results."""
     start = time.perf_counter()
-    threads = torch.get_num_threads()
-    if not torch.cuda.is_available():
-        torch.set_num_threads(CPU_THREADS)
-    try:
+    with cpu_threads(CPU_THREADS):
         return _run(profile, progress, start)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(profile: str, progress: bool, start: float) -> dict:
     base = get_profile(profile)
-    if base.name not in SETTINGS:
-        raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {base.name!r}")
-    settings = SETTINGS[base.name]
+    settings = profile_settings(base.name, SETTINGS)
     dataset = CharDataset.shakespeare()
     model_settings = {**base.model, **settings["model"]}
     d_model = model_settings["d_model"]

@@ -34,7 +34,7 @@ import torch
 from ..data import CharDataset
 from ..feed_forward import VARIANTS
 from ..train import evaluate_sequential, get_profile, run_profile
-from . import main
+from . import cpu_threads, main, profile_settings
 
 NAME = "glu_variants"
 
@@ -93,7 +93,7 @@ def run_one(dataset: CharDataset, profile: str, variant: str, seed: int, progres
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
-    settings = SETTINGS[profile]
+    settings = profile_settings(profile, SETTINGS)
     model_overrides = {**settings["model"], "channel_mixer": variant}
     train_overrides = {**settings["train"], "seed": seed}
     model, result = run_profile(dataset, get_profile(profile), model_overrides=model_overrides,
@@ -194,10 +194,8 @@ def run(profile: str, progress: bool = True, variants: list[str] | None = None,
     seeds and worker count. With ``workers > 1`` (CPU only) the runs are spread over that
     many processes; each run is seeded, so the results are the same as in one process.
     """
-    if profile not in SETTINGS:
-        raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {profile!r}")
     start = time.perf_counter()
-    settings = SETTINGS[profile]
+    settings = profile_settings(profile, SETTINGS)
     variants = list(VARIANTS) if variants is None else list(variants)
     for name in variants:
         if name not in VARIANTS:
@@ -207,10 +205,7 @@ def run(profile: str, progress: bool = True, variants: list[str] | None = None,
     workers = (settings["workers"] if workers is None else workers) if on_cpu else 1
     jobs = [(profile, name, seed) for seed in seeds for name in variants]
 
-    threads = torch.get_num_threads()
-    if on_cpu:
-        torch.set_num_threads(CPU_THREADS)
-    try:
+    with cpu_threads(CPU_THREADS, enabled=on_cpu):
         if workers > 1:
             # spawn, not fork: a forked child would inherit this process's OpenMP state
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
@@ -224,8 +219,6 @@ def run(profile: str, progress: bool = True, variants: list[str] | None = None,
         else:
             dataset = CharDataset.shakespeare()
             runs = [run_one(dataset, *job, progress=progress) for job in jobs]
-    finally:
-        torch.set_num_threads(threads)
 
     model_settings = runs[0]["result"]["model_config"]
     return {

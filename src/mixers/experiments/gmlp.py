@@ -31,7 +31,7 @@ from ..data import CharDataset
 from ..gmlp import GatedMLP, SpatialGatingUnit, diagonal_means, gmlp_param_count, toeplitz_score
 from ..model import LanguageModel, ModelConfig, register_token_mixer
 from ..train import build_model, evaluate_sequential, get_profile, run_profile, sample
-from . import main
+from . import cpu_threads, main, profile_settings
 
 NAME = "gmlp"
 
@@ -179,20 +179,13 @@ class SpatialWeightRecorder:
 def run(profile: str, progress: bool = True) -> dict:
     """Train the three arms under ``profile``; return their results with provenance."""
     start = time.perf_counter()
-    threads = torch.get_num_threads()
-    if not torch.cuda.is_available():
-        torch.set_num_threads(CPU_THREADS)
-    try:
+    with cpu_threads(CPU_THREADS):
         return _run(profile, progress, start)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(profile: str, progress: bool, start: float) -> dict:
     base = get_profile(profile)
-    if base.name not in SETTINGS:
-        raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {base.name!r}")
-    settings = SETTINGS[base.name]
+    settings = profile_settings(base.name, SETTINGS)
     dataset = CharDataset.shakespeare()
     vocab = dataset.tokenizer.vocab_size
     model_settings = {**base.model, **settings["model"]}
