@@ -19,6 +19,7 @@ from mixers.attention import (
     MultiHeadAttention,
     SingleLayerAttention,
     causal_mask,
+    fused_attention,
     key_padding_to_mask,
     masked_softmax,
     scaled_dot_product_attention,
@@ -97,6 +98,30 @@ def test_sdpa_float32_matches_torch_to_1e5():
     mask = random_mask(6, 6)
     out, _ = scaled_dot_product_attention(q, k, v, mask=mask)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("case", ["causal", "bool-mask", "float-mask"])
+def test_fused_attention_on_cpu_bf16_computes_in_float32(case):
+    # Under CPU autocast, q, k, v arrive in bf16; the helper runs torch's kernel in float32 on
+    # exactly those (rounded) values and returns bf16 -- the same as doing so by hand.
+    q, k, v = (torch.randn(2, 3, 7, 4).bfloat16() for _ in range(3))
+    kwargs = {"causal": dict(is_causal=True),
+              "bool-mask": dict(attn_mask=random_mask(2, 3, 7, 7) | torch.eye(7, dtype=torch.bool)),
+              "float-mask": dict(attn_mask=torch.randn(3, 7, 7).bfloat16())}[case]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = fused_attention(q, k, v, **kwargs)
+    by_hand = {key: (value.float() if value.is_floating_point() else value) for key, value in kwargs.items()
+               if key == "attn_mask"}
+    expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), **{**kwargs, **by_hand})
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out, expected.bfloat16())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fused_attention_in_full_precision_is_torch_sdpa(dtype):
+    q, k, v = (torch.randn(2, 3, 7, 4, dtype=dtype) for _ in range(3))
+    assert torch.equal(fused_attention(q, k, v, is_causal=True),
+                       F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
 
 def test_sdpa_causal_matches_is_causal():

@@ -26,6 +26,7 @@ from mixers.train import (
     TrainConfig,
     TrainResult,
     build_model,
+    cpu_has_bf16,
     default_profile_name,
     evaluate,
     evaluate_sequential,
@@ -35,6 +36,8 @@ from mixers.train import (
     provenance,
     run_profile,
     sample,
+    train,
+    uses_bf16,
 )
 
 LN_VOCAB = math.log(65)
@@ -186,6 +189,29 @@ def test_provenance_records_where_and_how():
     assert record["git_commit"] is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", record["git_commit"])
     assert provenance("cpu", torch.device("cpu"))["seeds"] == []
     json.dumps(record)  # goes into a results file
+
+
+def test_bf16_is_used_on_cuda_with_amp_and_on_a_cpu_only_when_asked_and_native():
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert uses_bf16(cuda, amp=True) and not uses_bf16(cuda, amp=False)
+    assert not uses_bf16(cpu, amp=True, cpu_amp=False)
+    assert uses_bf16(cpu, amp=True, cpu_amp=True) == cpu_has_bf16()
+    assert TrainConfig().cpu_amp is False  # opt-in: float32 on a CPU unless a profile asks
+
+
+def test_run_records_the_precision_it_trained_in(shakespeare, monkeypatch):
+    # Force "native bf16" so the bf16 path runs on any CPU (slowly where it is emulated).
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    config = replace(TINY.train, steps=20, warmup_steps=5, eval_interval=10, cpu_amp=True)
+    torch.manual_seed(0)
+    result = train(build_model(65, TINY), shakespeare, config, device="cpu", progress=False)
+    assert result.provenance["train_precision"] == "bf16 autocast"
+    assert result.val_loss[-1] < LN_VOCAB
+    torch.manual_seed(0)
+    plain = train(build_model(65, TINY), shakespeare, replace(config, cpu_amp=False), device="cpu",
+                  progress=False)
+    assert plain.provenance["train_precision"] == "float32"
+    assert plain.train_loss != result.train_loss  # the switch really changes the arithmetic
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,8 +29,31 @@ from torch import Tensor, nn
 __all__ = [
     "scaled_dot_product_attention", "masked_softmax", "causal_mask", "key_padding_to_mask",
     "DotProductAttention", "SingleLayerAttention", "AdditiveAttention", "MultiHeadAttention",
-    "BiAttention",
+    "BiAttention", "fused_attention",
 ]
+
+# ---------------------------------------------------------------------------------------------
+# torch's fused kernel, and where it runs faster in float32.
+
+
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None,
+                    **kwargs) -> Tensor:
+    """``torch.nn.functional.scaled_dot_product_attention``, but bf16 on the CPU runs in float32.
+
+    Under CPU autocast, q, k and v arrive in bfloat16, and torch's CPU flash-attention kernel is
+    *slower* in bfloat16 than in float32 (torch 2.13, AVX-512: 44 vs 19 ms forward + backward at
+    ``[32, 6, 128, 32]``; ``python -m mixers.bench.cpu_precision``), while the projections around
+    it are three times faster. So the scores are computed in float32 there -- faster and more
+    exact -- and the output is cast back to bf16. Any other dtype or device: torch's call as is.
+    """
+    if q.device.type != "cpu" or q.dtype != torch.bfloat16:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, **kwargs)
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        attn_mask = attn_mask.float()
+    with torch.autocast("cpu", enabled=False):  # CPU autocast would cast the inputs back to bf16
+        out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=attn_mask, **kwargs)
+    return out.to(q.dtype)
+
 
 # ---------------------------------------------------------------------------------------------
 # Input checks. Each error names the argument and the shape it expected.
@@ -346,7 +369,7 @@ class MultiHeadAttention(nn.Module):
         elif self.causal and attend is None and bias is None and q_len == k_len:
             # Nothing but causality: let the fused kernel skip the future without reading a mask.
             # (is_causal aligns the mask top-left, which matches ours only when q_len == k_len.)
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale)
+            out = fused_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale)
         else:
             attend = self._with_causal(attend, q_len, k_len, query.device)
             out = _fused_attention(q, k, v, attend, bias, dropout_p, self.scale)
@@ -389,7 +412,7 @@ def _fused_attention(q, k, v, attend, bias, dropout_p, scale=None):
     pass). So such rows attend to every key inside the kernel, and their output is zeroed after.
     """
     if attend is None and bias is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale)
+        return fused_attention(q, k, v, dropout_p=dropout_p, scale=scale)
     if bias is None:
         empty_rows = ~attend.any(dim=-1, keepdim=True)
         attn_mask = attend | empty_rows
@@ -400,7 +423,7 @@ def _fused_attention(q, k, v, attend, bias, dropout_p, scale=None):
             attn_mask = attn_mask.masked_fill(~attend, float("-inf"))
         empty_rows = (attn_mask == float("-inf")).all(dim=-1, keepdim=True)
         attn_mask = attn_mask.masked_fill(empty_rows, 0.0)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
+    out = fused_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
     return out.masked_fill(empty_rows, 0.0)
 
 

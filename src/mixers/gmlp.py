@@ -32,8 +32,9 @@ triangle) that the Toeplitz matrix T[i, j] = m_{i-j} explains:
 """
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from .attention import fused_attention
 
 
 def _check_positive_int(name, value):
@@ -166,7 +167,7 @@ class TinyAttention(nn.Module):
         _check_padding_mask(padding_mask, batch, seq)
         q, k, v = self.qkv(x).chunk(3, dim=-1)  # [batch, seq, d_attn] each; SDPA scales by 1/√d_attn
         if padding_mask is None:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+            out = fused_attention(q, k, v, is_causal=self.causal)
         else:
             attend = padding_mask[:, None, :]  # [batch, 1, seq]: query i may read key j
             if self.causal:
@@ -175,7 +176,7 @@ class TinyAttention(nn.Module):
             # Empty rows attend to everything inside the kernel (no NaN, forward or backward),
             # then are zeroed, which also blocks their gradient to the keys they "saw".
             empty = ~attend.any(dim=-1, keepdim=True)  # [batch, seq, 1]
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attend | empty)
+            out = fused_attention(q, k, v, attn_mask=attend | empty)
             out = out.masked_fill(empty, 0.0)
         return self.proj(out)
 

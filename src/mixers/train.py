@@ -5,7 +5,7 @@ A run is fully described by a ``ModelConfig`` (what to build) and a
 the hardware:
 
 * ``smoke``: seconds on a laptop CPU; what CI and a CPU reader run live.
-* ``cpu``: minutes per model on two CPU cores (the baseline: about 8); meaningful results.
+* ``cpu``: minutes per model on two CPU cores (the baseline: about 5); meaningful results.
 * ``gpu``: the full mini-training on one GPU (bf16 autocast, ``torch.compile``).
 
 The default is ``gpu`` when CUDA is available and ``smoke`` otherwise; the
@@ -47,7 +47,8 @@ class TrainConfig:
     eval_batch_size: int | None = None  # None = batch_size
     seed: int = 1337
     compile: bool = False
-    amp: bool = True  # bf16 autocast, used on CUDA only
+    amp: bool = True  # bf16 autocast on CUDA
+    cpu_amp: bool = False  # bf16 autocast on the CPU too, where it has native bf16 (cpu_has_bf16)
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "seq_len", "eval_interval", "eval_batches"):
@@ -84,13 +85,15 @@ PROFILES: dict[str, Profile] = {
         TrainConfig(steps=300, batch_size=32, seq_len=64, lr=5e-3, warmup_steps=20,
                     eval_interval=50, eval_batches=4),
     ),
-    # torch.compile measured no faster on the 2-core CPU (350 vs 346 ms a step) and costs
-    # its compile time, so the cpu profile runs eagerly.
+    # bf16 autocast on a CPU with native bf16 (AVX512-BF16 or AMX): 215 instead of 357 ms a
+    # step on two cores, the same loss (python -m mixers.bench.cpu_precision). torch.compile
+    # measured no faster on the 2-core CPU (350 vs 346 ms a step in float32) and costs its
+    # compile time, so the cpu profile runs eagerly.
     "cpu": Profile(
         "cpu",
         dict(block_size=128, d_model=192, n_layers=4, n_heads=6, dropout=0.0),
         TrainConfig(steps=1300, batch_size=32, seq_len=128, lr=3e-3, warmup_steps=65,
-                    eval_interval=250, eval_batches=20),
+                    eval_interval=250, eval_batches=20, cpu_amp=True),
     ),
     "gpu": Profile(
         "gpu",
@@ -188,9 +191,29 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.A
     return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas)
 
 
-def _autocast(device: torch.device, enabled: bool):
+def cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices natively (AVX512-BF16 or AMX), via oneDNN.
+
+    There, bf16 autocast makes the projections about three times faster; elsewhere bf16 is
+    emulated and slower than float32, so CPU autocast is not worth turning on.
+    """
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def uses_bf16(device: torch.device, amp: bool = True, cpu_amp: bool = False) -> bool:
+    """Whether a run on ``device`` computes in bf16 autocast: ``amp`` on CUDA; ``cpu_amp`` on a
+    CPU with native bf16 (``cpu_has_bf16``). Everything else runs in float32."""
+    if device.type == "cuda":
+        return amp
+    return device.type == "cpu" and cpu_amp and cpu_has_bf16()
+
+
+def _autocast(device: torch.device, amp: bool = True, cpu_amp: bool = False):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16,
-                          enabled=enabled and device.type == "cuda")
+                          enabled=uses_bf16(device, amp, cpu_amp))
 
 
 @torch.no_grad()
@@ -291,6 +314,9 @@ def train(
     eval_batch_size = config.eval_batch_size if config.eval_batch_size is not None else config.batch_size
     result = TrainResult(model.config.to_dict(), asdict(config), parameters=model.num_parameters(),
                          provenance=provenance(profile, device, [config.seed]))
+    # What the training steps computed in; evaluation uses bf16 on CUDA only, float32 on the CPU.
+    result.provenance["train_precision"] = ("bf16 autocast" if uses_bf16(device, config.amp, config.cpu_amp)
+                                      else "float32")
 
     def run_eval(step: int, train_loss: float) -> None:
         val = evaluate(model, dataset.val, config.seq_len, config.eval_batches, eval_batch_size,
@@ -307,7 +333,7 @@ def train(
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, config)
         x, y = random_batch(dataset.train, config.batch_size, config.seq_len, batch_generator, device)
-        with _autocast(device, config.amp):
+        with _autocast(device, config.amp, config.cpu_amp):
             _, loss = step_fn(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
