@@ -13,9 +13,9 @@ def results():
     return cpu_precision.run("smoke", progress=False)
 
 
-def test_every_variant_is_timed_and_compared_with_float32(results):
+def test_every_precision_is_timed_and_compared_with_float32(results):
     steps = results["training_step"]
-    assert set(steps["precisions"]) == set(cpu_precision.VARIANTS)
+    assert set(steps["precisions"]) == set(cpu_precision.PRECISIONS)
     for name, row in steps["precisions"].items():
         assert len(row["times_s"]) == results["settings"]["repeats"]
         assert steps["speedup_vs_float32"][name] == pytest.approx(
@@ -37,7 +37,6 @@ def test_initial_losses_are_the_models_loss_in_each_precision(results):
     losses = {name: row["initial_loss"] for name, row in results["training_step"]["precisions"].items()}
     assert losses["float32"] == expected
     # bf16 rounds the products' inputs: the same function, to about three significant digits.
-    assert losses["bf16_fp32_attn_fused"] == losses["bf16_fp32_attn"]  # the optimizer has not run yet
     for name in ("bf16", "bf16_fp32_attn"):
         assert losses[name] == pytest.approx(expected, abs=0.02)
 

@@ -49,7 +49,6 @@ class TrainConfig:
     compile: bool = False
     amp: bool = True  # bf16 autocast on CUDA
     cpu_amp: bool = False  # bf16 autocast on the CPU too, where it has native bf16 (cpu_has_bf16)
-    fused_adamw: bool = False  # torch's single-kernel AdamW: faster, equal up to rounding
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "seq_len", "eval_interval", "eval_batches"):
@@ -87,14 +86,15 @@ PROFILES: dict[str, Profile] = {
                     eval_interval=50, eval_batches=4),
     ),
     # Sized to finish in under 6 minutes on two CPU cores. bf16 autocast on a CPU with native
-    # bf16 (AVX512-BF16 or AMX) makes a step 1.7x faster at the same loss, and the fused AdamW
-    # another ~5% (python -m mixers.bench.cpu_precision). torch.compile measured no faster on
-    # the 2-core CPU (350 vs 346 ms a step in float32) and costs its compile time: eager.
+    # bf16 (AVX512-BF16 or AMX) makes a step about 1.6x faster (python -m
+    # mixers.bench.cpu_precision); torch's fused AdamW measured no faster. torch.compile measured
+    # no faster on the 2-core CPU (350 vs 346 ms a step in float32) and costs its compile time:
+    # the cpu profile runs eagerly.
     "cpu": Profile(
         "cpu",
         dict(block_size=128, d_model=192, n_layers=4, n_heads=6, dropout=0.0),
         TrainConfig(steps=1200, batch_size=32, seq_len=128, lr=3e-3, warmup_steps=60,
-                    eval_interval=200, eval_batches=20, cpu_amp=True, fused_adamw=True),
+                    eval_interval=200, eval_batches=20, cpu_amp=True),
     ),
     "gpu": Profile(
         "gpu",
@@ -184,17 +184,12 @@ def lr_at(step: int, config: TrainConfig) -> float:
 
 
 def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (not on biases, norms or gains).
-
-    ``config.fused_adamw`` picks torch's fused kernel (one pass over all parameters) instead of
-    the default multi-tensor one: the same update up to rounding, ~5% faster a step for the cpu
-    profile's model; but not bit-identical, so a committed run keeps the one it used.
-    """
+    """AdamW with weight decay on matrices only (not on biases, norms or gains)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     groups = [{"params": decay, "weight_decay": config.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, fused=config.fused_adamw or None)
+    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas)
 
 
 def cpu_has_bf16() -> bool:

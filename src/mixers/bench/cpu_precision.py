@@ -2,16 +2,14 @@
 
 ``python -m mixers.bench.cpu_precision --profile cpu`` times one training step (forward,
 backward, gradient clipping, AdamW) of the ``cpu`` profile's baseline model on one batch of its
-size, in three precisions and with two optimizers, interleaved and repeated in one run:
+size, in three precisions, interleaved and repeated in one run:
 
-========================  =====================================================================
-``float32``               everything in float32
-``bf16``                  bf16 autocast, torch's attention kernel in bf16 too
-``bf16_fp32_attn``        bf16 autocast, attention in float32
-                          (``mixers.attention.fused_attention``)
-``bf16_fp32_attn_fused``  the same with torch's fused AdamW: what the ``cpu`` profile runs on a
-                          CPU with native bf16
-========================  =====================================================================
+==================  ===========================================================================
+``float32``         everything in float32
+``bf16``            bf16 autocast, torch's attention kernel in bf16 too
+``bf16_fp32_attn``  bf16 autocast, attention in float32 (``mixers.attention.fused_attention``):
+                    what the ``cpu`` profile runs on a CPU with native bf16
+==================  ===========================================================================
 
 and, to show where the difference comes from, torch's causal attention kernel alone (forward
 plus backward, at the model's shape) in float32 and in bf16, and a matrix product of the
@@ -30,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-from dataclasses import replace
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,13 +43,7 @@ from ..train import build_model, cpu_has_bf16, get_profile, make_optimizer, prov
 from . import summarise_times, time_call
 
 NAME = "cpu_precision"
-# name -> (precision, fused AdamW)
-VARIANTS = {
-    "float32": ("float32", False),
-    "bf16": ("bf16", False),
-    "bf16_fp32_attn": ("bf16_fp32_attn", False),
-    "bf16_fp32_attn_fused": ("bf16_fp32_attn", True),
-}
+PRECISIONS = ("float32", "bf16", "bf16_fp32_attn")
 SETTINGS = {
     "smoke": dict(profile="smoke", repeats=2),
     "cpu": dict(profile="cpu", repeats=15),
@@ -61,7 +52,7 @@ SETTINGS = {
 
 @contextmanager
 def _precision(name: str):
-    """Run the block in precision ``name``: float32, bf16 or bf16_fp32_attn."""
+    """Run the block in precision ``name`` (one of ``PRECISIONS``)."""
     if name == "float32":
         yield
         return
@@ -75,7 +66,7 @@ def _precision(name: str):
 
 
 def training_steps(profile_name: str, repeats: int) -> dict:
-    """Median seconds of one training step in each variant, and each one's loss on the batch."""
+    """Median seconds of one training step in each precision, and each one's loss on the batch."""
     profile = get_profile(profile_name)
     dataset = CharDataset.shakespeare()
     torch.manual_seed(profile.train.seed)
@@ -84,14 +75,14 @@ def training_steps(profile_name: str, repeats: int) -> dict:
                         torch.Generator().manual_seed(0), torch.device("cpu"))
     rows = {}
     steps = {}
-    for name, (precision, fused) in VARIANTS.items():
-        replica = copy.deepcopy(model)  # the same initial weights for each variant
-        optimizer = make_optimizer(replica, replace(profile.train, fused_adamw=fused))
-        with torch.no_grad(), _precision(precision):
-            rows[name] = {"precision": precision, "fused_adamw": fused, "initial_loss": replica(x, y)[1].item()}
+    for name in PRECISIONS:
+        replica = copy.deepcopy(model)  # the same initial weights for each precision
+        optimizer = make_optimizer(replica, profile.train)
+        with torch.no_grad(), _precision(name):
+            rows[name] = {"initial_loss": replica(x, y)[1].item()}
 
-        def step(replica=replica, optimizer=optimizer, precision=precision):
-            with _precision(precision):
+        def step(replica=replica, optimizer=optimizer, name=name):
+            with _precision(name):
                 _, loss = replica(x, y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -100,15 +91,15 @@ def training_steps(profile_name: str, repeats: int) -> dict:
 
         step()  # warm-up
         steps[name] = step
-    times = {name: [] for name in VARIANTS}
+    times = {name: [] for name in PRECISIONS}
     for _ in range(repeats):
         for name, step in steps.items():
             times[name].append(time_call(step, torch.device("cpu")))
-    for name in VARIANTS:
+    for name in PRECISIONS:
         rows[name].update(summarise_times(times[name]))
     base = rows["float32"]["median_s"]
     return {"model": profile.model, "batch_size": profile.train.batch_size, "seq_len": profile.train.seq_len,
-            "precisions": rows, "speedup_vs_float32": {n: base / rows[n]["median_s"] for n in VARIANTS}}
+            "precisions": rows, "speedup_vs_float32": {n: base / rows[n]["median_s"] for n in PRECISIONS}}
 
 
 def kernels(profile_name: str, repeats: int) -> dict:
@@ -165,7 +156,7 @@ def format_results(results: dict) -> str:
     steps = results["training_step"]
     lines = [f"training step (native bf16: {results['cpu_has_bf16']}):"]
     for name, row in steps["precisions"].items():
-        lines.append(f"  {name:21s} {row['median_s'] * 1e3:8.1f} ms  {steps['speedup_vs_float32'][name]:4.2f}x float32"
+        lines.append(f"  {name:15s} {row['median_s'] * 1e3:8.1f} ms  {steps['speedup_vs_float32'][name]:4.2f}x float32"
                      f"  initial loss {row['initial_loss']:.4f}")
     for dtype, calls in results["kernels"].items():
         lines.append(f"{dtype}: " + ", ".join(f"{name} {row['median_s'] * 1e3:.2f} ms" for name, row in calls.items()))

@@ -83,10 +83,10 @@ SETTINGS = {
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=4, n_heads=4, block_size=64),
-        # cpu_amp/fused_adamw=False: the committed run trained in float32 with the default AdamW,
-        # before the cpu profile's defaults changed; this keeps a rerun reproducing it.
+        # cpu_amp=False: the committed run trained in float32, before the cpu profile's default
+        # became bf16; this keeps a rerun reproducing it.
         train=dict(steps=1200, batch_size=32, seq_len=64, lr=2e-3, warmup_steps=100, eval_interval=100,
-                   eval_batches=10, compile=False, cpu_amp=False, fused_adamw=False),
+                   eval_batches=10, compile=False, cpu_amp=False),
         snapshot_steps=(0, 100, 300, 600),
         full_val_windows=None, sample_tokens=300,
     ),
