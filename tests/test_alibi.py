@@ -395,6 +395,36 @@ def test_flex_refuses_attention_dropout_while_training():
         module(torch.randn(1, 3, 16))
 
 
+def test_causal_block_mask_is_cached_per_lengths_and_equals_a_fresh_one():
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    cpu = torch.device("cpu")
+    assert alibi_module.causal_block_mask(300, 300, cpu) is alibi_module.causal_block_mask(300, 300, cpu)
+    for q_len, k_len in [(300, 300), (1, 300), (44, 300), (129, 257)]:
+        cached = alibi_module.causal_block_mask(q_len, k_len, cpu)
+        offset = k_len - q_len
+        fresh = create_block_mask(lambda b, h, i, j: j <= i + offset, None, None, q_len, k_len, device=cpu)
+        assert cached.shape == fresh.shape
+        assert torch.equal(cached.to_dense(), fresh.to_dense())
+        # and the mask it encodes, position by position (a loop, independent of flex)
+        dense = torch.tensor([[j <= i + offset for j in range(k_len)] for i in range(q_len)])
+        assert torch.equal(cached.mask_mod(0, 0, torch.arange(q_len)[:, None], torch.arange(k_len)), dense)
+    assert alibi_module.causal_block_mask(44, 300, cpu) is not alibi_module.causal_block_mask(45, 300, cpu)
+
+
+def test_flex_uses_the_cached_mask_only_for_causality_alone(uncompiled_flex, monkeypatch):
+    calls = []
+    real = alibi_module.causal_block_mask
+    monkeypatch.setattr(alibi_module, "causal_block_mask", lambda *a: calls.append(a) or real(*a))
+    module = AlibiMultiHeadAttention(16, 4, backend="flex").eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():  # no FlexAttention backward on a CPU
+        module(x)
+        assert calls == [(5, 5, x.device)]
+        module(x, key_padding_mask=torch.zeros(2, 5, dtype=torch.bool))  # padding: a mask of its own
+    assert len(calls) == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # No stale cache: every call computes its bias for its own lengths, device and dtype
 

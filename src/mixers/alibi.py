@@ -39,6 +39,7 @@ layout as the benchmark's "before".
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -241,6 +242,25 @@ def _flex_attention():
     return _compiled_flex_attention
 
 
+@functools.lru_cache(maxsize=16)
+def causal_block_mask(q_len: int, k_len: int, device: torch.device):
+    """FlexAttention's block mask for causal attention, query i at position ``k_len - q_len + i``.
+
+    Building one evaluates the mask at every (query, key) pair: at 2048 positions it took 11 ms
+    and 40 MiB on a CPU, as long as the ALiBi kernel call itself at a quarter of that length. It
+    depends on nothing but the two lengths and the device, so it is cached on exactly those: it
+    cannot go stale. (The ALiBi bias is never cached; the kernel computes it from the slopes.)
+    """
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    offset = torch.tensor(k_len - q_len, device=device)  # a tensor: no recompiling per offset
+
+    def causal(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx + offset
+
+    return create_block_mask(causal, None, None, q_len, k_len, device=device)
+
+
 class AlibiMultiHeadAttention(MultiHeadAttention):
     """Multi-head attention with ALiBi biases instead of position embeddings.
 
@@ -348,7 +368,9 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
             mask_batch, mask_heads = batch, heads
 
         block_mask = None
-        if conditions:
+        if self.causal and len(conditions) == 1:  # causality alone: the common case, cached
+            block_mask = causal_block_mask(q_len, k_len, q.device)
+        elif conditions:
             from torch.nn.attention.flex_attention import create_block_mask
 
             def mask_mod(b, h, q_idx, kv_idx):

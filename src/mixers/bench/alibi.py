@@ -27,8 +27,8 @@ compilation) is timed separately and not counted. Peak memory is measured by
 output is compared with the eager path's, so a fast wrong answer would show.
 
 At the longest length it also repeats the forward comparison for other batch sizes and head
-shapes (``extra_shapes``), and splits FlexAttention's time into the kernel and the block mask
-that the layer builds on every call (``flex_diagnostics``).
+shapes (``extra_shapes``), and splits FlexAttention's time into the kernel and the causal block
+mask, which the layer builds once per length and caches (``flex_diagnostics``).
 
 It writes ``book/results/alibi_bench-PROFILE.json`` with the provenance of the run.
 """
@@ -213,7 +213,7 @@ def flex_diagnostics(length: int, batch: int, heads: int, d_head: int, dtype: to
       mask built once, outside the timing;
     - ``kernel_without_bias``: the same kernel with the causal block mask only (no ``score_mod``):
       what the bias itself costs inside the kernel is the difference;
-    - ``create_block_mask``: building the causal block mask, which the layer does on every call.
+    - ``create_block_mask``: building the causal block mask, what the layer's cache saves per call.
     """
     from torch.nn.attention.flex_attention import create_block_mask
 
