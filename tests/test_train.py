@@ -214,6 +214,18 @@ def test_run_records_the_precision_it_trained_in(shakespeare, monkeypatch):
     assert plain.train_loss != result.train_loss  # the switch really changes the arithmetic
 
 
+def test_evaluation_follows_the_precision_flags(trained, shakespeare, monkeypatch):
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    model, _, _ = trained
+    args = (model, shakespeare.val, 16, 4, 16)
+    float32 = evaluate(*args, seed=3)
+    assert evaluate(*args, seed=3, cpu_amp=False) == float32
+    bf16 = evaluate(*args, seed=3, cpu_amp=True)
+    assert bf16 != float32 and bf16 == pytest.approx(float32, abs=0.02)
+    full = evaluate_sequential(model, shakespeare.val, 16, max_windows=32)
+    assert evaluate_sequential(model, shakespeare.val, 16, max_windows=32, cpu_amp=True) == pytest.approx(full, abs=0.02)
+
+
 # ---------------------------------------------------------------------------------------------
 # The optimizer.
 
@@ -276,7 +288,7 @@ def test_train_bookkeeping_with_scripted_validation_losses(shakespeare, monkeypa
     scripted = iter([3.0, 2.0, 2.5, 2.75])
     calls = []
 
-    def fake_evaluate(model, data, seq_len, batches, batch_size, seed=0, device=None, amp=True):
+    def fake_evaluate(model, data, seq_len, batches, batch_size, seed=0, device=None, amp=True, cpu_amp=False):
         calls.append((data, seq_len, batches, batch_size, seed))
         return next(scripted)
 

@@ -85,16 +85,19 @@ PROFILES: dict[str, Profile] = {
         TrainConfig(steps=300, batch_size=32, seq_len=64, lr=5e-3, warmup_steps=20,
                     eval_interval=50, eval_batches=4),
     ),
-    # Sized to finish in under 6 minutes on two CPU cores. bf16 autocast on a CPU with native
-    # bf16 (AVX512-BF16 or AMX) makes a step about 1.6x faster (python -m
-    # mixers.bench.cpu_precision); torch's fused AdamW measured no faster. torch.compile measured
-    # no faster on the 2-core CPU (350 vs 346 ms a step in float32) and costs its compile time:
-    # the cpu profile runs eagerly.
+    # Sized to finish in under 6 minutes on two CPU cores, whose speed varies by +-15% from one
+    # run to the next on a shared machine. bf16 autocast on a CPU with native bf16 (AVX512-BF16
+    # or AMX) makes a step about 1.6x faster (python -m mixers.bench.cpu_precision); torch's
+    # fused AdamW measured no faster; torch.compile measured no faster (350 vs 346 ms a step in
+    # float32) and costs its compile time, so the profile runs eagerly. Trials of this profile in
+    # bf16 (best validation loss, training seconds): d_model 192 for 1,300 steps 1.584 (320-347 s);
+    # 192 for 1,200 steps 1.604 and 1.620 (~325 s); 128 for 1,800 steps 1.634 (286 s); this one,
+    # 160 for 1,350 steps, 1.598 (309 s).
     "cpu": Profile(
         "cpu",
-        dict(block_size=128, d_model=192, n_layers=4, n_heads=6, dropout=0.0),
-        TrainConfig(steps=1200, batch_size=32, seq_len=128, lr=3e-3, warmup_steps=60,
-                    eval_interval=200, eval_batches=20, cpu_amp=True),
+        dict(block_size=128, d_model=160, n_layers=4, n_heads=5, dropout=0.0),
+        TrainConfig(steps=1350, batch_size=32, seq_len=128, lr=3e-3, warmup_steps=65,
+                    eval_interval=270, eval_batches=20, cpu_amp=True),
     ),
     "gpu": Profile(
         "gpu",
@@ -227,11 +230,13 @@ def evaluate(
     seed: int = 0,
     device: torch.device | None = None,
     amp: bool = True,
+    cpu_amp: bool = False,
 ) -> float:
     """Mean loss (nats/char) over ``batches`` random windows drawn with a fixed ``seed``.
 
     The same seed gives the same windows, so every model in a comparison (and
-    every evaluation of one model) is scored on the same text.
+    every evaluation of one model) is scored on the same text. ``amp``/``cpu_amp``:
+    bf16 autocast as in ``uses_bf16`` (``train`` evaluates in the precision it trains in).
     """
     device = device or next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
@@ -240,7 +245,7 @@ def evaluate(
     total = 0.0
     for _ in range(batches):
         x, y = random_batch(data, batch_size, seq_len, generator, device)
-        with _autocast(device, amp):
+        with _autocast(device, amp, cpu_amp):
             _, loss = model(x, y)
         total += loss.item()
     model.train(was_training)
@@ -255,14 +260,18 @@ def evaluate_sequential(
     batch_size: int = 64,
     max_windows: int | None = None,
     amp: bool = True,
+    cpu_amp: bool = False,
 ) -> float:
-    """Mean loss (nats/char) over every non-overlapping window of ``data``: each token once."""
+    """Mean loss (nats/char) over every non-overlapping window of ``data``: each token once.
+
+    ``amp``/``cpu_amp``: bf16 autocast as in ``uses_bf16``.
+    """
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     for x, y in sequential_windows(data, seq_len, batch_size, max_windows, device):
-        with _autocast(device, amp):
+        with _autocast(device, amp, cpu_amp):
             _, loss = model(x, y)
         total += loss.item() * y.numel()
         count += y.numel()
@@ -315,13 +324,13 @@ def train(
     eval_batch_size = config.eval_batch_size if config.eval_batch_size is not None else config.batch_size
     result = TrainResult(model.config.to_dict(), asdict(config), parameters=model.num_parameters(),
                          provenance=provenance(profile, device, [config.seed]))
-    # What the training steps computed in; evaluation uses bf16 on CUDA only, float32 on the CPU.
+    # What the training steps, and the evaluations during training, computed in.
     result.provenance["train_precision"] = ("bf16 autocast" if uses_bf16(device, config.amp, config.cpu_amp)
                                       else "float32")
 
     def run_eval(step: int, train_loss: float) -> None:
         val = evaluate(model, dataset.val, config.seq_len, config.eval_batches, eval_batch_size,
-                       seed=config.seed + 1, device=device, amp=config.amp)
+                       seed=config.seed + 1, device=device, amp=config.amp, cpu_amp=config.cpu_amp)
         result.steps.append(step)
         result.train_loss.append(train_loss)
         result.val_loss.append(val)

@@ -23,7 +23,8 @@ def run(profile: str, progress: bool = True) -> dict:
     start = time.perf_counter()
     dataset = CharDataset.shakespeare()
     model, result = run_profile(dataset, get_profile(profile), progress=progress, description=NAME)
-    full_val = evaluate_sequential(model, dataset.val, result.train_config["seq_len"])
+    full_val = evaluate_sequential(model, dataset.val, result.train_config["seq_len"],
+                                   amp=result.train_config["amp"], cpu_amp=result.train_config["cpu_amp"])
     text = sample(model, dataset, prompt="ROMEO:\n", max_new_tokens=400)
     return {
         "experiment": NAME,
