@@ -198,7 +198,7 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.A
 def cpu_has_bf16() -> bool:
     """Whether this CPU multiplies bf16 matrices natively (AVX512-BF16 or AMX), via oneDNN.
 
-    There, bf16 autocast makes the projections about three times faster; elsewhere bf16 is
+    There, bf16 autocast makes the projections two to three times faster; elsewhere bf16 is
     emulated and slower than float32, so CPU autocast is not worth turning on.
     """
     try:

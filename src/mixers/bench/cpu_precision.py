@@ -17,7 +17,7 @@ feed-forward's shape. Each step's loss on the same batch from the same weights i
 bf16 changes the arithmetic, not the function.
 
 On a CPU with AVX512-BF16 or AMX (``mixers.train.cpu_has_bf16``), oneDNN multiplies bf16
-matrices about three times faster than float32 ones, but torch's CPU flash-attention kernel is
+matrices two to three times faster than float32 ones, but torch's CPU flash-attention kernel is
 slower in bf16 than in float32; the profile takes the fast half of each. On a CPU without
 native bf16, bf16 is emulated and everything is slower: the profile then trains in float32.
 
