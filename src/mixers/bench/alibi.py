@@ -223,6 +223,8 @@ def flex_diagnostics(length: int, batch: int, heads: int, d_head: int, dtype: to
     layer.to(device).eval()
     x = torch.randn(batch, length, heads * d_head, generator=torch.Generator().manual_seed(length)).to(device, dtype)
     q, k, v = (layer._split_heads(x) for _ in range(3))  # three views of x, as inside the layer
+    if device.type == "cpu":  # and, as the layer does on a CPU, each in a contiguous layout
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     slopes, offset = layer.slopes, torch.tensor(0, device=device)
 
     def score_mod(score, b, h, q_idx, kv_idx):  # the layer's, for a causal self-attention call
