@@ -191,6 +191,29 @@ def test_provenance_records_where_and_how():
     json.dumps(record)  # goes into a results file
 
 
+def test_git_commit_is_dirty_only_when_the_package_changed(tmp_path, monkeypatch):
+    import subprocess
+
+    import mixers.train as train_module
+
+    repo = tmp_path / "repo"
+    package = repo / "src" / "pkg"
+    package.mkdir(parents=True)
+    (package / "train.py").write_text("x = 1\n")
+    (repo / "results.json").write_text("{}\n")
+    git = lambda *args: subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    monkeypatch.setattr(train_module, "__file__", str(package / "train.py"))
+    clean = train_module.git_commit()
+    assert re.fullmatch(r"[0-9a-f]{40}", clean)
+    (repo / "results.json").write_text('{"new": 1}\n')  # a result rewritten: the code is the same
+    assert train_module.git_commit() == clean
+    (package / "train.py").write_text("x = 2\n")
+    assert train_module.git_commit() == clean + "-dirty"
+
+
 def test_bf16_is_used_on_cuda_with_amp_and_on_a_cpu_only_when_asked_and_native():
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     assert uses_bf16(cuda, amp=True) and not uses_bf16(cuda, amp=False)

@@ -146,13 +146,15 @@ def device_name(device: torch.device) -> str:
 
 
 def git_commit() -> str | None:
-    """The commit of the working tree this code runs from, if it is a git checkout."""
+    """The commit of the working tree this code runs from, if it is a git checkout; ``-dirty``
+    when the package's own files differ from it (results and notebooks being rewritten do not
+    change what ran)."""
     try:
         here = Path(__file__).resolve().parent
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
         if out.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "."], cwd=here,
                                capture_output=True, text=True, timeout=5).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
