@@ -41,10 +41,10 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = 
     """``torch.nn.functional.scaled_dot_product_attention``, but bf16 on the CPU runs in float32.
 
     Under CPU autocast, q, k and v arrive in bfloat16, and torch's CPU flash-attention kernel is
-    *slower* in bfloat16 than in float32 (torch 2.13, AVX-512: 44 vs 19 ms forward + backward at
-    ``[32, 6, 128, 32]``; ``python -m mixers.bench.cpu_precision``), while the projections around
-    it are two to three times faster. So the scores are computed in float32 there -- faster and more
-    exact -- and the output is cast back to bf16. Any other dtype or device: torch's call as is.
+    two to three times *slower* in bfloat16 than in float32 (torch 2.13 on AVX-512; measured by
+    ``python -m mixers.bench.cpu_precision``), while the projections around it are two to three
+    times faster. So the scores are computed in float32 there -- faster and more exact -- and the
+    output is cast back to bf16. Any other dtype or device: torch's call as is.
     """
     if q.device.type != "cpu" or q.dtype != torch.bfloat16:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, **kwargs)
