@@ -246,10 +246,10 @@ def _flex_attention():
 def causal_block_mask(q_len: int, k_len: int, device: torch.device):
     """FlexAttention's block mask for causal attention, query i at position ``k_len - q_len + i``.
 
-    Building one evaluates the mask at every (query, key) pair: at 2048 positions it took 11 ms
-    and 40 MiB on a CPU, as long as the ALiBi kernel call itself at a quarter of that length. It
-    depends on nothing but the two lengths and the device, so it is cached on exactly those: it
-    cannot go stale. (The ALiBi bias is never cached; the kernel computes it from the slopes.)
+    Building one evaluates the mask at every (query, key) pair, a pass over a dense
+    ``[q_len, k_len]`` grid (``python -m mixers.bench.alibi`` times it: ``create_block_mask``).
+    It depends on nothing but the two lengths and the device, so it is cached on exactly those:
+    it cannot go stale. (The ALiBi bias is never cached; the kernel computes it from the slopes.)
     """
     from torch.nn.attention.flex_attention import create_block_mask
 
