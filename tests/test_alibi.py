@@ -21,10 +21,17 @@ import mixers.alibi as alibi_module
 from mixers.alibi import AlibiMultiHeadAttention, alibi_bias, alibi_slopes, seed_style_alibi_attention
 from mixers.attention import scaled_dot_product_attention
 
+from helpers import assert_causal_by_perturbation, assert_decoding_equals_the_full_pass
+
 DT = torch.float64
 ATOL = 1e-10  # float64 against float64 references
 FLEX_ATOL = 1e-5  # float32 (FlexAttention on CPU), the brief's bound
 NEG_INF = float("-inf")
+
+
+def precision(backend):
+    """(dtype, atol) for a backend: FlexAttention runs in float32 on a CPU, the others in float64."""
+    return (torch.float32, FLEX_ATOL) if backend == "flex" else (DT, ATOL)
 
 
 @pytest.fixture(autouse=True)
@@ -297,35 +304,19 @@ def test_eager_returns_the_weights_of_the_reference():
 
 
 def test_module_causality_by_perturbation():
-    module = make_module()
-    x = torch.randn(1, 7, 16, dtype=DT)
-    y = x.clone()
-    y[:, 4] += 1.0
-    with torch.no_grad():
-        out_x, out_y = module(x), module(y)
-    torch.testing.assert_close(out_x[:, :4], out_y[:, :4], atol=ATOL, rtol=0)
-    assert ((out_x[:, 4:] - out_y[:, 4:]).abs().amax(-1) > 1e-6).all()
+    assert_causal_by_perturbation(make_module(), torch.randn(1, 7, 16, dtype=DT), t=4, atol=ATOL)
 
 
 @pytest.mark.parametrize("backend", ["eager", "sdpa", "flex"])
 def test_incremental_decoding_equals_the_full_pass(backend, uncompiled_flex):
-    dtype = torch.float32 if backend == "flex" else DT
-    atol = FLEX_ATOL if backend == "flex" else ATOL
+    dtype, atol = precision(backend)
     module = make_module(backend=backend, dtype=dtype)
-    x = torch.randn(2, 7, 16, dtype=dtype)
-    with torch.no_grad():
-        full = module(x)
-        for t in range(7):  # one new token at a time, with every past token as key and value
-            step = module(x[:, t: t + 1], x[:, : t + 1], x[:, : t + 1])
-            torch.testing.assert_close(step, full[:, t: t + 1], atol=atol, rtol=0)
-        chunk = module(x[:, 4:], x, x)  # three new tokens after a cache of four
-        torch.testing.assert_close(chunk, full[:, 4:], atol=atol, rtol=0)
+    assert_decoding_equals_the_full_pass(module, torch.randn(2, 7, 16, dtype=dtype), chunk_from=4, atol=atol)
 
 
 @pytest.mark.parametrize("backend", ["eager", "sdpa", "flex"])
 def test_left_padding_gives_the_unpadded_output_at_real_tokens(backend, uncompiled_flex):
-    dtype = torch.float32 if backend == "flex" else DT
-    atol = FLEX_ATOL if backend == "flex" else ATOL
+    dtype, atol = precision(backend)
     module = make_module(backend=backend, dtype=dtype)
     real = torch.randn(1, 5, 16, dtype=dtype)
     padded = torch.cat([torch.randn(1, 3, 16, dtype=dtype) * 10, real], dim=1)

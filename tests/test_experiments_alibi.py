@@ -14,10 +14,12 @@ import torch
 
 import mixers.alibi as alibi_module
 from mixers.bench import alibi as bench
-from mixers.bench import peak_memory
+from mixers.bench import peak_memory, time_interleaved
 from mixers.experiments import alibi_extrapolation as experiment
 from mixers.model import LanguageModel, ModelConfig
 from mixers.train import evaluate_sequential
+
+from helpers import run_smoke_restoring_threads
 
 # ---------------------------------------------------------------------------------------------
 # The extrapolation experiment
@@ -25,10 +27,7 @@ from mixers.train import evaluate_sequential
 
 @pytest.fixture(scope="module")
 def results():
-    threads = torch.get_num_threads()
-    out = experiment.run("smoke", progress=False)
-    assert torch.get_num_threads() == threads  # run() restores the thread count it changed
-    return out
+    return run_smoke_restoring_threads(experiment.run)
 
 
 def test_smoke_run_trains_every_scheme_like_for_like(results):
@@ -156,3 +155,13 @@ def test_peak_memory_sees_a_tensor_of_known_size():
     peak = peak_memory(lambda: torch.empty(size // 4, dtype=torch.float32).fill_(1.0), torch.device("cpu"))
     if peak is not None:  # None: this torch build does not expose the profiler's allocation events
         assert size <= peak < 2 * size
+
+
+def test_time_interleaved_takes_turns_and_summarises_each_call():
+    order = []
+    calls = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
+    times = time_interleaved(calls, 3, torch.device("cpu"))
+    assert order == ["a", "b"] * 3  # one of each per round, not all of a then all of b
+    for key in calls:
+        assert len(times[key]["times_s"]) == 3
+        assert times[key]["min_s"] <= times[key]["median_s"] <= times[key]["max_s"]

@@ -4,11 +4,12 @@ import json
 import math
 
 import pytest
-import torch
 
 from mixers.attention import MultiHeadAttention
 from mixers.experiments import attention_scaling
 from mixers.model import TOKEN_MIXERS, LanguageModel, ModelConfig
+
+from helpers import run_smoke_restoring_threads
 
 
 def test_unscaled_attention_is_registered_with_scale_one():
@@ -21,10 +22,7 @@ def test_unscaled_attention_is_registered_with_scale_one():
 
 @pytest.fixture(scope="module")
 def results():
-    threads = torch.get_num_threads()
-    out = attention_scaling.run("smoke", progress=False)
-    assert torch.get_num_threads() == threads  # run() restores the thread count it changed
-    return out
+    return run_smoke_restoring_threads(attention_scaling.run)
 
 
 def test_smoke_run_has_every_pair_with_curves_and_diagnostics(results):

@@ -10,13 +10,12 @@ from mixers.experiments import glu_variants
 from mixers.feed_forward import VARIANTS, feed_forward_param_count, matched_hidden_size
 from mixers.model import CHANNEL_MIXERS
 
+from helpers import run_smoke_restoring_threads
+
 
 @pytest.fixture(scope="module")
 def results():
-    threads = torch.get_num_threads()
-    out = glu_variants.run("smoke", progress=False)
-    assert torch.get_num_threads() == threads  # run() restores the thread count it changed
-    return out
+    return run_smoke_restoring_threads(glu_variants.run)
 
 
 def test_every_variant_is_a_registered_channel_mixer():

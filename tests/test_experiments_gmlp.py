@@ -10,6 +10,8 @@ from mixers.experiments import gmlp
 from mixers.gmlp import GatedMLP, SpatialGatingUnit, gmlp_param_count, toeplitz_score
 from mixers.model import TOKEN_MIXERS, LanguageModel, ModelConfig
 
+from helpers import run_smoke_restoring_threads
+
 SMOKE = gmlp.SETTINGS["smoke"]
 
 
@@ -59,10 +61,7 @@ def test_recorder_saves_w_before_the_nth_update_and_ignores_eval_mode():
 
 @pytest.fixture(scope="module")
 def results():
-    threads = torch.get_num_threads()
-    out = gmlp.run("smoke", progress=False)
-    assert torch.get_num_threads() == threads  # run() restores the thread count it changed
-    return out
+    return run_smoke_restoring_threads(gmlp.run)
 
 
 def test_smoke_run_trains_three_arms_like_for_like(results):

@@ -20,6 +20,8 @@ from mixers.positions import (
     sinusoidal_table,
 )
 
+from helpers import assert_causal_by_perturbation, assert_decoding_equals_the_full_pass
+
 DT = torch.float64
 ATOL = 1e-10
 
@@ -178,26 +180,13 @@ def test_rotary_attention_matches_reference(backend, causal):
 
 
 def test_rotary_attention_is_causal_by_perturbation():
-    module = make_rotary()
-    x = torch.randn(1, 6, 16, dtype=DT)
-    y = x.clone()
-    y[:, 3] += 1.0
-    with torch.no_grad():
-        out_x, out_y = module(x), module(y)
-    torch.testing.assert_close(out_x[:, :3], out_y[:, :3], atol=ATOL, rtol=0)
-    assert ((out_x[:, 3:] - out_y[:, 3:]).abs().amax(-1) > 1e-6).all()
+    assert_causal_by_perturbation(make_rotary(), torch.randn(1, 6, 16, dtype=DT), t=3, atol=ATOL)
 
 
 @pytest.mark.parametrize("backend", ["eager", "sdpa"])
 def test_rotary_incremental_decoding_equals_the_full_pass(backend):
-    module = make_rotary(backend)
-    x = torch.randn(2, 6, 16, dtype=DT)
-    with torch.no_grad():
-        full = module(x)
-        for t in range(6):  # one new token at a time, with every past token as key and value
-            step = module(x[:, t: t + 1], x[:, : t + 1], x[:, : t + 1])
-            torch.testing.assert_close(step, full[:, t: t + 1], atol=ATOL, rtol=0)
-        torch.testing.assert_close(module(x[:, 2:], x, x), full[:, 2:], atol=ATOL, rtol=0)
+    assert_decoding_equals_the_full_pass(make_rotary(backend), torch.randn(2, 6, 16, dtype=DT), chunk_from=2,
+                                         atol=ATOL)
 
 
 def test_rotary_attention_needs_an_even_head_width():

@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-__all__ = ["synchronize", "time_call", "peak_memory", "summarise_times"]
+__all__ = ["synchronize", "time_call", "time_interleaved", "peak_memory", "summarise_times"]
 
 
 def synchronize(device: torch.device) -> None:
@@ -38,6 +38,17 @@ def time_call(fn: Callable[[], object], device: torch.device) -> float:
 def summarise_times(times: list[float]) -> dict:
     """Median, min and max of repeated timings (seconds), and the timings themselves."""
     return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times), "times_s": list(times)}
+
+
+def time_interleaved(calls: dict, repeats: int, device: torch.device) -> dict:
+    """``summarise_times`` of each of ``calls`` (key -> function of no arguments), timed
+    ``repeats`` times in turn -- one call of each, then the next round -- so that a change in the
+    machine's load hits every one alike. Warm them up before."""
+    times = {key: [] for key in calls}
+    for _ in range(repeats):
+        for key, call in calls.items():
+            times[key].append(time_call(call, device))
+    return {key: summarise_times(values) for key, values in times.items()}
 
 
 def peak_memory(fn: Callable[[], object], device: torch.device) -> int | None:

@@ -49,7 +49,7 @@ from ..alibi import AlibiMultiHeadAttention, seed_style_alibi_attention
 from ..attention import MultiHeadAttention
 from ..experiments import cpu_threads, profile_settings, save_results
 from ..train import provenance
-from . import peak_memory, summarise_times, time_call
+from . import peak_memory, time_call, time_interleaved
 
 NAME = "alibi_bench"
 
@@ -179,12 +179,9 @@ def bench_length(functions: dict, length: int, batch: int, heads: int, d_head: i
                 rows[name]["max_abs_diff_vs_eager"] = (fn(x_in).float() - expected).abs().max().item()
 
     # Timing: interleaved, so that a change in load hits every implementation alike.
-    times = {key: [] for key in calls}
-    for _ in range(repeats):
-        for key, call in calls.items():
-            times[key].append(time_call(call, device))
+    times = time_interleaved(calls, repeats, device)
     for (name, mode), call in calls.items():
-        rows[name][mode].update(summarise_times(times[name, mode]))
+        rows[name][mode].update(times[name, mode])
         rows[name][mode]["peak_bytes"] = peak_memory(call, device) if memory else None
 
     speedup = {mode: {} for mode in modes}
@@ -241,15 +238,11 @@ def flex_diagnostics(length: int, batch: int, heads: int, d_head: int, dtype: to
         "kernel_without_bias": lambda: flex(q, k, v, block_mask=block_mask),
         "create_block_mask": lambda: create_block_mask(causal, None, None, length, length, device=device),
     }
-    times = {name: [] for name in parts}
     with torch.no_grad():
         for part in parts.values():  # warm-up and compilation
             part()
-        for _ in range(repeats):
-            for name, part in parts.items():
-                times[name].append(time_call(part, device))
-    return {"length": length, "batch": batch, "heads": heads, "d_head": d_head,
-            **{name: summarise_times(values) for name, values in times.items()}}
+        times = time_interleaved(parts, repeats, device)
+    return {"length": length, "batch": batch, "heads": heads, "d_head": d_head, **times}
 
 
 def run(profile: str = "cpu", lengths=None, repeats: int | None = None, implementations=IMPLEMENTATIONS,

@@ -40,7 +40,7 @@ from .. import attention
 from ..data import CharDataset, random_batch
 from ..experiments import profile_settings, save_results
 from ..train import build_model, cpu_has_bf16, get_profile, make_optimizer, provenance
-from . import summarise_times, time_call
+from . import time_interleaved
 
 NAME = "cpu_precision"
 PRECISIONS = ("float32", "bf16", "bf16_fp32_attn")
@@ -91,12 +91,9 @@ def training_steps(profile_name: str, repeats: int) -> dict:
 
         step()  # warm-up
         steps[name] = step
-    times = {name: [] for name in PRECISIONS}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            times[name].append(time_call(step, torch.device("cpu")))
+    times = time_interleaved(steps, repeats, torch.device("cpu"))
     for name in PRECISIONS:
-        rows[name].update(summarise_times(times[name]))
+        rows[name].update(times[name])
     base = rows["float32"]["median_s"]
     return {"model": profile.model, "batch_size": profile.train.batch_size, "seq_len": profile.train.seq_len,
             "precisions": rows, "speedup_vs_float32": {n: base / rows[n]["median_s"] for n in PRECISIONS}}
@@ -119,13 +116,9 @@ def kernels(profile_name: str, repeats: int) -> dict:
         calls = {"attention_forward_backward": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
                  .backward(grad),
                  "feed_forward_matmul": lambda: a @ w}
-        times = {name: [] for name in calls}
         for call in calls.values():
             call()  # warm-up
-        for _ in range(repeats):
-            for name, call in calls.items():
-                times[name].append(time_call(call, torch.device("cpu")))
-        out[str(dtype).removeprefix("torch.")] = {name: summarise_times(t) for name, t in times.items()}
+        out[str(dtype).removeprefix("torch.")] = time_interleaved(calls, repeats, torch.device("cpu"))
     return out
 
 

@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from ..train import PROFILES, default_profile_name
+from ..train import PROFILES, Profile, default_profile_name, get_profile
 
 # Largest first: a chapter shows the biggest run that has been committed.
 PROFILE_ORDER = ("gpu", "cpu", "smoke")
@@ -29,9 +29,19 @@ def profile_settings(profile: str, settings: dict) -> dict:
     return settings[profile]
 
 
+def experiment_settings(profile: str, table: dict) -> tuple[Profile, dict, dict]:
+    """For an experiment whose ``table`` maps profiles to settings with a ``"model"`` entry: the
+    shared profile it starts from, its own settings for it, and the model fields they add up to."""
+    base = get_profile(profile)
+    settings = profile_settings(base.name, table)
+    return base, settings, {**base.model, **settings["model"]}
+
+
 @contextmanager
 def cpu_threads(threads: int | None, enabled: bool | None = None) -> Iterator[None]:
     """Run the block with ``threads`` intra-op threads, then restore the previous count.
+
+    Also a decorator: ``@cpu_threads(1)`` runs each call of the function that way.
 
     Small models on a shared two-core machine run fastest, and most predictably, on one thread
     per process: two OpenMP threads fighting for busy cores slowed them many times over.

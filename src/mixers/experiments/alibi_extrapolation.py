@@ -36,8 +36,8 @@ import torch.nn.functional as F
 
 from ..data import CharDataset, sequential_windows
 from ..model import LanguageModel
-from ..train import get_profile, run_profile
-from . import cpu_threads, main, profile_settings
+from ..train import run_profile
+from . import cpu_threads, experiment_settings, main
 
 NAME = "alibi_extrapolation"
 
@@ -156,17 +156,11 @@ def evaluate_lengths(model: LanguageModel, data: torch.Tensor, lengths: list[int
     return rows
 
 
+@cpu_threads(CPU_THREADS)
 def run(profile: str, progress: bool = True) -> dict:
     """Train every scheme at the training length of ``profile`` and evaluate it at longer lengths."""
     start = time.perf_counter()
-    with cpu_threads(CPU_THREADS):
-        return _run(profile, progress, start)
-
-
-def _run(profile: str, progress: bool, start: float) -> dict:
-    base = get_profile(profile)
-    settings = profile_settings(base.name, SETTINGS)
-    model_settings = {**base.model, **settings["model"]}
+    base, settings, model_settings = experiment_settings(profile, SETTINGS)
     train_length = model_settings["block_size"]
     if settings["train"].get("seq_len", base.train.seq_len) != train_length:
         raise ValueError("the training seq_len must equal block_size: L is both the training length "

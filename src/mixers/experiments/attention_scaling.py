@@ -21,8 +21,8 @@ import torch
 from ..attention import MultiHeadAttention
 from ..data import CharDataset, random_batch
 from ..model import LanguageModel, ModelConfig, register_token_mixer
-from ..train import build_model, get_profile, run_profile
-from . import cpu_threads, main, profile_settings
+from ..train import build_model, run_profile
+from . import cpu_threads, experiment_settings, main
 
 NAME = "attention_scaling"
 
@@ -119,18 +119,12 @@ def diagnostics(model: LanguageModel, x: torch.Tensor, y: torch.Tensor) -> dict[
     return out
 
 
+@cpu_threads(CPU_THREADS)
 def run(profile: str, progress: bool = True) -> dict:
     """Train every (head size, scaled/un-scaled) pair under ``profile``; return the results."""
     start = time.perf_counter()
-    with cpu_threads(CPU_THREADS):
-        return _run(profile, progress, start)
-
-
-def _run(profile: str, progress: bool, start: float) -> dict:
-    base = get_profile(profile)
-    settings = profile_settings(base.name, SETTINGS)
+    base, settings, model_settings = experiment_settings(profile, SETTINGS)
     dataset = CharDataset.shakespeare()
-    model_settings = {**base.model, **settings["model"]}
     d_model = model_settings["d_model"]
     seq_len = settings["train"].get("seq_len", base.train.seq_len)
     # One fixed validation batch for the diagnostics, the same for every run.

@@ -30,8 +30,8 @@ import torch
 from ..data import CharDataset
 from ..gmlp import GatedMLP, SpatialGatingUnit, diagonal_means, gmlp_param_count, toeplitz_score
 from ..model import LanguageModel, ModelConfig, register_token_mixer
-from ..train import build_model, evaluate_sequential, get_profile, run_profile, sample
-from . import cpu_threads, main, profile_settings
+from ..train import build_model, evaluate_sequential, run_profile, sample
+from . import cpu_threads, experiment_settings, main
 
 NAME = "gmlp"
 
@@ -178,19 +178,13 @@ class SpatialWeightRecorder:
         return out
 
 
+@cpu_threads(CPU_THREADS)
 def run(profile: str, progress: bool = True) -> dict:
     """Train the three arms under ``profile``; return their results with provenance."""
     start = time.perf_counter()
-    with cpu_threads(CPU_THREADS):
-        return _run(profile, progress, start)
-
-
-def _run(profile: str, progress: bool, start: float) -> dict:
-    base = get_profile(profile)
-    settings = profile_settings(base.name, SETTINGS)
+    base, settings, model_settings = experiment_settings(profile, SETTINGS)
     dataset = CharDataset.shakespeare()
     vocab = dataset.tokenizer.vocab_size
-    model_settings = {**base.model, **settings["model"]}
     d_model, n_layers, block_size = (model_settings[k] for k in ("d_model", "n_layers", "block_size"))
 
     # The transformer's block sets the parameter budget; each gMLP arm gets the d_ffn that matches it.
