@@ -18,8 +18,8 @@ import torch
 from torch.nn.attention.flex_attention import flex_attention
 
 import mixers.alibi as alibi_module
-from mixers.alibi import AlibiMultiHeadAttention, alibi_bias, alibi_slopes, seed_style_alibi_attention
-from mixers.attention import scaled_dot_product_attention
+from mixers.alibi import AlibiMultiHeadAttention, alibi_bias, alibi_slopes, labml_style_alibi_attention
+from mixers.attention import dot_product_attention
 
 from helpers import assert_causal_by_perturbation, assert_decoding_equals_the_full_pass
 
@@ -227,7 +227,7 @@ def test_left_padded_attention_at_real_tokens_equals_the_unpadded_sequence():
     keep = torch.tensor([[False] * n_pad + [True] * length])
     slopes = alibi_slopes(heads).to(DT)
     bias = alibi_bias(slopes, n_pad + length, key_positions=left_padding_positions(keep))
-    out, weights = scaled_dot_product_attention(qp, kp, vp, mask=keep[:, None, None, :], bias=bias)
+    out, weights = dot_product_attention(qp, kp, vp, mask=keep[:, None, None, :], bias=bias)
     expected = reference_attention(q, k, v, brute_bias(slopes, range(length), range(length), True, False, 0))
     torch.testing.assert_close(out[:, :, n_pad:], expected, atol=ATOL, rtol=0)
     assert (weights[..., :n_pad] == 0).all()  # padded keys get exactly zero weight
@@ -249,19 +249,19 @@ def test_bias_follows_the_requested_device_and_dtype():
 
 
 # ---------------------------------------------------------------------------------------------
-# The seed's form m·j against the relative form -m·(i - j)
+# labml's (and the authors' code's) form m·j against the relative form -m·(i - j)
 
 
 def test_seed_form_equals_relative_form_with_and_without_the_causal_mask():
     q, k, v = (torch.randn(2, 4, 7, 8, dtype=DT) for _ in range(3))
     slopes = alibi_slopes(4).to(DT)
     for causal in (True, False):
-        seed = seed_style_alibi_attention(q, k, v, slopes, causal=causal)
+        labml = labml_style_alibi_attention(q, k, v, slopes, causal=causal)
         relative = reference_attention(q, k, v, alibi_bias(slopes, 7, causal=causal))
         # m·j and -m·(i - j) differ by -m·i, constant along each softmax row (query i), and
         # softmax is shift-invariant per row: the same weights, masked or not.
-        torch.testing.assert_close(seed, relative, atol=ATOL, rtol=0)
-    assert seed.shape == (2, 4, 7, 8)
+        torch.testing.assert_close(labml, relative, atol=ATOL, rtol=0)
+    assert labml.shape == (2, 4, 7, 8)
 
 
 def test_seed_form_differs_from_the_symmetric_form_without_the_causal_mask():
@@ -269,13 +269,13 @@ def test_seed_form_differs_from_the_symmetric_form_without_the_causal_mask():
     slopes = alibi_slopes(4).to(DT)
     symmetric = alibi_bias(slopes, 7, causal=False, symmetric=True)
     # Under the causal mask |i - j| = i - j wherever attention is allowed: the forms agree ...
-    torch.testing.assert_close(seed_style_alibi_attention(q, k, v, slopes, causal=True),
+    torch.testing.assert_close(labml_style_alibi_attention(q, k, v, slopes, causal=True),
                                reference_attention(q, k, v, alibi_bias(slopes, 7, symmetric=True)),
                                atol=ATOL, rtol=0)
     # ... without it, m·j rewards distant *future* keys, while -m·|i - j| penalises them.
-    seed = seed_style_alibi_attention(q, k, v, slopes, causal=False)
+    labml = labml_style_alibi_attention(q, k, v, slopes, causal=False)
     bidirectional = reference_attention(q, k, v, symmetric)
-    assert (seed - bidirectional).abs().max() > 1e-2
+    assert (labml - bidirectional).abs().max() > 1e-2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,7 +322,7 @@ def test_left_padding_gives_the_unpadded_output_at_real_tokens(backend, uncompil
     padded = torch.cat([torch.randn(1, 3, 16, dtype=dtype) * 10, real], dim=1)
     key_padding_mask = torch.tensor([[True] * 3 + [False] * 5])
     with torch.no_grad():
-        out = module(padded, key_padding_mask=key_padding_mask)
+        out = module(padded, token_mask=~key_padding_mask)
         torch.testing.assert_close(out[:, 3:], module(real), atol=atol, rtol=0)
         # The pads' own rows may attend to nothing (causal + padding): zero attention, no NaN.
         assert torch.isfinite(out).all()
@@ -333,7 +333,7 @@ def test_padded_keys_get_zero_weight():
     x = torch.randn(2, 6, 16, dtype=DT)
     key_padding_mask = torch.tensor([[False] * 6, [True, True, False, False, False, True]])
     with torch.no_grad():
-        _, weights = module(x, key_padding_mask=key_padding_mask, need_weights=True)
+        _, weights = module(x, token_mask=~key_padding_mask, need_weights=True)
     assert (weights[1][..., key_padding_mask[1]] == 0).all()
     allowed = torch.ones(6, 6, dtype=torch.bool).tril()
     assert (weights[0][:, allowed] > 0).all() and (weights[0][:, ~allowed] == 0).all()
@@ -351,8 +351,8 @@ def test_flex_logic_matches_eager_on_many_cases(causal, uncompiled_flex):
     mask = torch.rand(2, 4, 8, 8) > 0.3
     mask[..., -1] = True  # every query may attend to at least its last key
     with torch.no_grad():
-        for kwargs in ({}, {"key_padding_mask": key_padding_mask}, {"mask": mask},
-                       {"mask": mask[:, :1], "key_padding_mask": key_padding_mask}):
+        for kwargs in ({}, {"token_mask": ~key_padding_mask}, {"mask": mask},
+                       {"mask": mask[:, :1], "token_mask": ~key_padding_mask}):
             torch.testing.assert_close(flex(x, **kwargs), eager(x, **kwargs), atol=FLEX_ATOL, rtol=0)
         q = x[:, 5:]
         torch.testing.assert_close(flex(q, x, x), eager(q, x, x), atol=FLEX_ATOL, rtol=0)
@@ -371,7 +371,7 @@ def test_flex_compiled_matches_eager_and_sdpa():
     with torch.no_grad():
         for backend in ("eager", "sdpa", "flex"):
             module.backend = backend
-            outputs[backend] = module(q, x, x, key_padding_mask=key_padding_mask)
+            outputs[backend] = module(q, x, x, token_mask=~key_padding_mask)
     assert alibi_module._compiled_flex_attention is not None  # the compiled kernel really ran
     assert alibi_module._compiled_flex_attention is not flex_attention
     torch.testing.assert_close(outputs["sdpa"], outputs["eager"], atol=FLEX_ATOL, rtol=0)
@@ -407,12 +407,12 @@ def test_flex_uses_the_cached_mask_only_for_causality_alone(uncompiled_flex, mon
     calls = []
     real = alibi_module.causal_block_mask
     monkeypatch.setattr(alibi_module, "causal_block_mask", lambda *a: calls.append(a) or real(*a))
-    module = AlibiMultiHeadAttention(16, 4, backend="flex").eval()
+    module = AlibiMultiHeadAttention(16, 4, causal=True, backend="flex").eval()
     x = torch.randn(2, 5, 16)
     with torch.no_grad():  # no FlexAttention backward on a CPU
         module(x)
         assert calls == [(5, 5, x.device)]
-        module(x, key_padding_mask=torch.zeros(2, 5, dtype=torch.bool))  # padding: a mask of its own
+        module(x, token_mask=torch.ones(2, 5, dtype=torch.bool))  # padding: a mask of its own
     assert len(calls) == 1
 
 
@@ -446,7 +446,7 @@ def test_slopes_buffer_moves_with_the_module_and_is_not_saved():
 
 
 def test_casting_the_module_to_bfloat16_keeps_exact_slopes():
-    module = AlibiMultiHeadAttention(24, 12).to(torch.bfloat16)
+    module = AlibiMultiHeadAttention(24, 12, causal=True).to(torch.bfloat16)
     assert module.slopes.dtype == torch.bfloat16  # the buffer was rounded by the cast ...
     bias = module.attention_bias(6, 6, "cpu", torch.float32)
     assert torch.equal(bias, alibi_bias(12, 6))  # ... but the bias uses the exact slopes
@@ -485,7 +485,7 @@ def test_bad_arguments_raise_errors_that_name_them():
         alibi_bias(4, 3, key_positions=torch.zeros(2, 3), query_positions=torch.zeros(3, 3))
     with pytest.raises(ValueError, match="backend"):
         AlibiMultiHeadAttention(16, 4, backend="flash")
-    module = AlibiMultiHeadAttention(16, 4)
+    module = AlibiMultiHeadAttention(16, 4, causal=True)
     with pytest.raises(ValueError, match="backend"):
         module.backend = "triton"
     with pytest.raises(ValueError, match="n_heads"):
@@ -493,6 +493,6 @@ def test_bad_arguments_raise_errors_that_name_them():
     with pytest.raises(ValueError, match="q_len"):
         module(torch.randn(1, 5, 16), torch.randn(1, 3, 16))  # causal with q_len > k_len
     with pytest.raises(ValueError, match="slopes"):
-        seed_style_alibi_attention(*(torch.randn(1, 4, 5, 8) for _ in range(3)), slopes=torch.ones(3))
+        labml_style_alibi_attention(*(torch.randn(1, 4, 5, 8) for _ in range(3)), slopes=torch.ones(3))
     with pytest.raises(ValueError, match="self-attention"):
-        seed_style_alibi_attention(torch.randn(1, 4, 5, 8), torch.randn(1, 4, 6, 8), torch.randn(1, 4, 6, 8), 4)
+        labml_style_alibi_attention(torch.randn(1, 4, 5, 8), torch.randn(1, 4, 6, 8), torch.randn(1, 4, 6, 8), 4)

@@ -20,9 +20,9 @@ from mixers.attention import (
     SingleLayerAttention,
     causal_mask,
     fused_attention,
-    key_padding_to_mask,
+    token_mask_to_attention_mask,
     masked_softmax,
-    scaled_dot_product_attention,
+    dot_product_attention,
 )
 
 DT = torch.float64
@@ -60,7 +60,7 @@ def assert_finite_grads(*tensors):
 
 
 # ---------------------------------------------------------------------------------------------
-# scaled_dot_product_attention and the mask helpers
+# dot_product_attention and the mask helpers
 
 
 def reference_weights(q, k, scale, bias=None, allowed=None):
@@ -80,7 +80,7 @@ def test_sdpa_matches_torch(case):
         mask = random_mask(2, 1, 5, 7) if case == "broadcast-mask" else random_mask(2, 3, 5, 7)
     if "bias" in case:
         bias = rand(3, 5, 7)
-    out, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)
+    out, weights = dot_product_attention(q, k, v, mask=mask, bias=bias)
 
     if mask is not None and bias is not None:
         torch_mask = bias.masked_fill(~mask, float("-inf"))
@@ -96,7 +96,7 @@ def test_sdpa_matches_torch(case):
 def test_sdpa_float32_matches_torch_to_1e5():
     q, k, v = torch.randn(2, 4, 6, 16), torch.randn(2, 4, 6, 16), torch.randn(2, 4, 6, 16)
     mask = random_mask(6, 6)
-    out, _ = scaled_dot_product_attention(q, k, v, mask=mask)
+    out, _ = dot_product_attention(q, k, v, mask=mask)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-5, rtol=0)
 
 
@@ -126,26 +126,26 @@ def test_fused_attention_in_full_precision_is_torch_sdpa(dtype):
 
 def test_sdpa_causal_matches_is_causal():
     q, k, v = rand(2, 2, 6, 4), rand(2, 2, 6, 4), rand(2, 2, 6, 4)
-    out, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(6))
+    out, weights = dot_product_attention(q, k, v, mask=causal_mask(6))
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=ATOL, rtol=0)
     assert (weights.triu(diagonal=1) == 0).all()
 
 
 def test_scale_one_is_the_unscaled_dot_product():
     q, k, v = rand(2, 5, 8), rand(2, 7, 8), rand(2, 7, 3)
-    out, weights = scaled_dot_product_attention(q, k, v, scale=1.0)
+    out, weights = dot_product_attention(q, k, v, scale=1.0)
     expected_weights = torch.softmax(q @ k.transpose(1, 2), dim=-1)  # the seed's temper = 1
     torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=0)
     torch.testing.assert_close(out, expected_weights @ v, atol=ATOL, rtol=0)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=1.0), atol=ATOL, rtol=0)
-    default_out, _ = scaled_dot_product_attention(q, k, v)
+    default_out, _ = dot_product_attention(q, k, v)
     assert not torch.allclose(default_out, out)  # so the default really does scale
 
 
 def test_masked_positions_get_exactly_zero_weight():
     q, k, v = rand(2, 5, 4), rand(2, 7, 4), rand(2, 7, 4)
     mask = random_mask(2, 5, 7)
-    _, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    _, weights = dot_product_attention(q, k, v, mask=mask)
     assert (weights[~mask] == 0.0).all()
     assert (weights[mask] > 0.0).all()
 
@@ -155,7 +155,7 @@ def test_sdpa_fully_masked_row_is_zero_and_has_finite_grads():
     bias = rand(4, 6, requires_grad=True)
     mask = random_mask(2, 4, 6)
     mask[0, 1] = False  # query 1 of batch 0 may attend to nothing
-    out, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)
+    out, weights = dot_product_attention(q, k, v, mask=mask, bias=bias)
     assert (out[0, 1] == 0).all() and (weights[0, 1] == 0).all()
     assert torch.isfinite(out).all()
     (out.square().sum() + weights.sum()).backward()
@@ -167,7 +167,7 @@ def test_bias_of_minus_inf_everywhere_in_a_row_gives_zero_not_nan():
     q, k, v = rand(1, 3, 4), rand(1, 5, 4), rand(1, 5, 4)
     bias = torch.zeros(3, 5, dtype=DT)
     bias[2] = float("-inf")
-    out, weights = scaled_dot_product_attention(q, k, v, bias=bias)
+    out, weights = dot_product_attention(q, k, v, bias=bias)
     assert (out[0, 2] == 0).all() and (weights[0, 2] == 0).all() and torch.isfinite(out).all()
 
 
@@ -185,21 +185,22 @@ def test_causal_mask_offset_convention():
     assert torch.equal(causal_mask(2, 5), expected)
 
 
-def test_key_padding_to_mask():
-    padding = torch.tensor([[False, False, True], [False, True, True]])
-    mask = key_padding_to_mask(padding)
+def test_token_mask_to_attention_mask():
+    real = torch.tensor([[True, True, False], [True, False, False]])
+    mask = token_mask_to_attention_mask(real)
     assert mask.shape == (2, 1, 1, 3)
-    assert torch.equal(mask[:, 0, 0], ~padding)
+    assert torch.equal(mask[:, 0, 0], real)
 
 
 def test_dot_product_attention_module():
     q, k, v = rand(2, 5, 8), rand(2, 7, 8), rand(2, 7, 3)
     module = DotProductAttention(dropout=0.5, scale=0.25).eval()
-    out, weights = module(q, k, v)
+    out, weights = module(q, k, v, need_weights=True)
+    assert torch.equal(module(q, k, v), out)  # without need_weights: the output alone
     torch.testing.assert_close(weights, reference_weights(q, k, 0.25), atol=ATOL, rtol=0)
     torch.testing.assert_close(out, weights @ v, atol=ATOL, rtol=0)
     module.train()
-    dropped_out, train_weights = module(q, k, v)
+    dropped_out, train_weights = module(q, k, v, need_weights=True)
     torch.testing.assert_close(train_weights, weights)  # weights are reported before dropout
     assert not torch.allclose(dropped_out, out)
 
@@ -269,8 +270,8 @@ def test_mha_key_padding_matches_torch(backend):
     padding[0, 5:], padding[2, 2:] = True, True
     expected, expected_weights = torch_mha_like(ours)(query, memory, memory, key_padding_mask=padding,
                                                       average_attn_weights=False)
-    torch.testing.assert_close(ours(query, memory, key_padding_mask=padding), expected, atol=ATOL, rtol=0)
-    _, weights = ours(query, memory, key_padding_mask=padding, need_weights=True)
+    torch.testing.assert_close(ours(query, memory, token_mask=None if padding is None else ~padding), expected, atol=ATOL, rtol=0)
+    _, weights = ours(query, memory, token_mask=None if padding is None else ~padding, need_weights=True)
     torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=0)
     assert (weights[2, :, :, 2:] == 0.0).all()
 
@@ -323,7 +324,7 @@ def test_mha_backends_agree(causal, masks):
     expected, _ = reference_mha(ours, query, memory, memory, allowed)
     for backend in BACKENDS:
         ours.backend = backend
-        out = ours(query, memory, mask=mask, key_padding_mask=padding)
+        out = ours(query, memory, mask=mask, token_mask=None if padding is None else ~padding)
         torch.testing.assert_close(out, expected, atol=ATOL, rtol=0)
 
 
@@ -342,13 +343,13 @@ def test_mha_scale_option_on_both_backends(scale, causal, masks):
     expected, expected_weights = reference_mha(ours, x, x, x, allowed, scale=scale)
     for backend in BACKENDS:
         ours.backend = backend
-        torch.testing.assert_close(ours(x, key_padding_mask=padding), expected, atol=ATOL, rtol=0)
-    _, weights = ours(x, key_padding_mask=padding, need_weights=True)
+        torch.testing.assert_close(ours(x, token_mask=None if padding is None else ~padding), expected, atol=ATOL, rtol=0)
+    _, weights = ours(x, token_mask=None if padding is None else ~padding, need_weights=True)
     torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=0)
     default = make_mha(causal=causal)
     default.load_state_dict(ours.state_dict())
     assert default.scale is None
-    assert not torch.allclose(default(x, key_padding_mask=padding), expected)  # the scale mattered
+    assert not torch.allclose(default(x, token_mask=None if padding is None else ~padding), expected)  # the scale mattered
 
 
 def test_mha_default_scale_is_one_over_sqrt_d_head():
@@ -388,13 +389,13 @@ def test_attention_bias_override_is_added_on_both_backends(causal):
     outputs = {}
     for backend in BACKENDS:
         ours.backend = backend
-        outputs[backend] = ours(x, key_padding_mask=padding)
+        outputs[backend] = ours(x, token_mask=None if padding is None else ~padding)
         torch.testing.assert_close(outputs[backend], expected, atol=ATOL, rtol=0)
-    _, weights = ours(x, key_padding_mask=padding, need_weights=True)
+    _, weights = ours(x, token_mask=None if padding is None else ~padding, need_weights=True)
     torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=0)
     plain = make_mha(causal=causal)
     plain.load_state_dict({k: v for k, v in ours.state_dict().items() if k != "table"})
-    assert not torch.allclose(plain(x, key_padding_mask=padding), expected)  # the bias mattered
+    assert not torch.allclose(plain(x, token_mask=None if padding is None else ~padding), expected)  # the bias mattered
 
 
 def nan_on_empty_rows_sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
@@ -427,11 +428,11 @@ def test_mha_fully_masked_rows_are_zero_with_finite_grads(backend, sdpa_kernel):
     ours = make_mha(backend=backend)
     query = rand(2, 4, 16, requires_grad=True)
     memory = rand(2, 5, 16, requires_grad=True)
-    padding = torch.zeros(2, 5, dtype=torch.bool)
-    padding[1] = True  # batch 1 has no key at all
-    mask = torch.ones(4, 5, dtype=torch.bool)
-    mask[2] = False  # and query 2 may attend to nothing anywhere
-    out = ours(query, memory, mask=mask, key_padding_mask=padding)
+    real = torch.tensor([[True] * 4 + [False], [True] * 5])  # key 4 of batch 0 is padding
+    mask = torch.ones(2, 1, 4, 5, dtype=torch.bool)
+    mask[1] = False  # batch 1 may attend to no key at all
+    mask[:, :, 2] = False  # and query 2 may attend to nothing anywhere
+    out = ours(query, memory, mask=mask, token_mask=real)
     bias_only = ours.out_proj.bias.expand(4, 16)  # attention output 0, then out_proj
     torch.testing.assert_close(out[1], bias_only, atol=0, rtol=0)
     torch.testing.assert_close(out[0, 2], bias_only[0], atol=0, rtol=0)
@@ -523,7 +524,8 @@ def test_single_layer_attention_matches_loops():
         return s if s > 0 else 0.2 * s
 
     q, k, v, mask = rand(2, 4, 6), rand(2, 5, 6), rand(2, 5, 3), random_mask(2, 4, 5)
-    out, weights = module(q, k, v, mask=mask)
+    out, weights = module(q, k, v, mask=mask, need_weights=True)
+    assert torch.equal(module(q, k, v, mask=mask), out)
     expected_out, expected_weights = loop_attention(score, q, k, v, mask)
     torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=0)
     torch.testing.assert_close(out, expected_out, atol=ATOL, rtol=0)
@@ -538,7 +540,8 @@ def test_additive_attention_matches_loops():
         return float(v_vec @ torch.tanh(W_q @ q_i + W_k @ k_j))
 
     q, k, v, mask = rand(2, 3, 5), rand(2, 6, 7), rand(2, 6, 2), random_mask(2, 3, 6)
-    out, weights = module(q, k, v, mask=mask)
+    out, weights = module(q, k, v, mask=mask, need_weights=True)
+    assert torch.equal(module(q, k, v, mask=mask), out)
     expected_out, expected_weights = loop_attention(score, q, k, v, mask)
     torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=0)
     torch.testing.assert_close(out, expected_out, atol=ATOL, rtol=0)
@@ -551,20 +554,20 @@ def test_single_layer_and_additive_fully_masked_rows(make):
     q, k, v = rand(2, 3, 4, requires_grad=True), rand(2, 5, 4, requires_grad=True), rand(2, 5, 2, requires_grad=True)
     mask = random_mask(2, 3, 5)
     mask[1, 0] = False
-    out, weights = module(q, k, v, mask=mask)
+    out, weights = module(q, k, v, mask=mask, need_weights=True)
     assert (out[1, 0] == 0).all() and (weights[1, 0] == 0).all() and torch.isfinite(out).all()
     assert (weights[~mask] == 0.0).all()
     out.square().sum().backward()
     assert_finite_grads(q, k, v, *module.parameters())
 
 
-def loop_bi_attention(module, x, question, question_mask):
+def loop_bi_attention(module, x, question, token_mask):
     w_x, w_q = module.input_linear.weight[0].detach(), module.memory_linear.weight[0].detach()
     w_dot = module.dot_scale.detach()
     batch, x_len, q_len, d = x.shape[0], x.shape[1], question.shape[1], x.shape[2]
     outputs, all_c2q, all_q2c = [], torch.zeros(batch, x_len, q_len, dtype=DT), torch.zeros(batch, x_len, dtype=DT)
     for b in range(batch):
-        real = [j for j in range(q_len) if question_mask[b, j]]
+        real = [j for j in range(q_len) if token_mask[b, j]]
         s = [[float(w_x @ x[b, i] + w_q @ question[b, j] + (x[b, i] * w_dot) @ question[b, j]) for j in range(q_len)]
              for i in range(x_len)]
         c = torch.zeros(x_len, d, dtype=DT)
@@ -587,14 +590,14 @@ def loop_bi_attention(module, x, question, question_mask):
 def test_bi_attention_matches_loops():
     module = BiAttention(6).to(DT).eval()
     x, question = rand(2, 5, 6), rand(2, 4, 6)
-    question_mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
-    out, (c2q, q2c) = module(x, question, question_mask, return_weights=True)
-    expected, expected_c2q, expected_q2c = loop_bi_attention(module, x, question, question_mask)
+    token_mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
+    out, (c2q, q2c) = module(x, question, token_mask, need_weights=True)
+    expected, expected_c2q, expected_q2c = loop_bi_attention(module, x, question, token_mask)
     assert out.shape == (2, 5, 24)
     torch.testing.assert_close(out, expected, atol=ATOL, rtol=0)
     torch.testing.assert_close(c2q, expected_c2q, atol=ATOL, rtol=0)
     torch.testing.assert_close(q2c, expected_q2c, atol=ATOL, rtol=0)
-    assert (c2q[~question_mask[:, None, :].expand_as(c2q)] == 0.0).all()
+    assert (c2q[~token_mask[:, None, :].expand_as(c2q)] == 0.0).all()
     without_mask = module(x, question)
     expected_unmasked, _, _ = loop_bi_attention(module, x, question, torch.ones(2, 4, dtype=torch.bool))
     torch.testing.assert_close(without_mask, expected_unmasked, atol=ATOL, rtol=0)
@@ -607,16 +610,13 @@ def test_bi_attention_dot_scale_init_is_centred_and_bounded():
     assert module.dot_scale.min() < 0 < module.dot_scale.max()  # not the seed's U(1/sqrt(d), 1)
 
 
-def test_bi_attention_fully_padded_question_gives_zeros_not_nan():
+def test_bi_attention_fully_padded_question_is_refused_as_an_empty_sequence():
+    # A question with no real token is an empty sequence, refused as everywhere in the package
+    # (and the likeliest cause is an inverted mask).
     module = BiAttention(4).to(DT)
-    x, question = rand(2, 3, 4, requires_grad=True), rand(2, 2, 4, requires_grad=True)
-    question_mask = torch.tensor([[True, False], [False, False]])
-    out, (c2q, q2c) = module(x, question, question_mask, return_weights=True)
-    assert torch.isfinite(out).all()
-    assert (out[1, :, 4:] == 0).all() and (c2q[1] == 0).all() and (q2c[1] == 0).all()
-    torch.testing.assert_close(out[1, :, :4], x[1])
-    out.square().sum().backward()
-    assert_finite_grads(x, question, *module.parameters())
+    x, question = rand(2, 3, 4), rand(2, 2, 4)
+    with pytest.raises(ValueError, match=r"token_mask has a sample with no real token.*~mask"):
+        module(x, question, torch.tensor([[True, False], [False, False]]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -629,38 +629,51 @@ x8 = torch.randn(2, 3, 8)
 
 
 @pytest.mark.parametrize("call, error, match", [
-    (lambda: scaled_dot_product_attention([1.0], k4, v4), TypeError, r"^q must be a torch.Tensor"),
-    (lambda: scaled_dot_product_attention(q4.long(), k4, v4), TypeError, r"^q must be a floating"),
-    (lambda: scaled_dot_product_attention(q4[0, 0], k4, v4), ValueError, r"^q must have shape \[\.\.\., q_len, d_k\]"),
-    (lambda: scaled_dot_product_attention(q4, torch.randn(2, 5, 3), v4), ValueError, r"^k must have the last dim d_k=4"),
-    (lambda: scaled_dot_product_attention(q4, k4, torch.randn(2, 4, 6)), ValueError, r"^v must have shape"),
-    (lambda: scaled_dot_product_attention(q4, torch.randn(3, 5, 4), torch.randn(3, 5, 6)), ValueError, "must broadcast"),
-    (lambda: scaled_dot_product_attention(q4, k4, v4, mask=torch.ones(3, 5)), TypeError, r"^mask must be a bool"),
-    (lambda: scaled_dot_product_attention(q4, k4, v4, mask=torch.ones(3, 4, dtype=torch.bool)), ValueError,
+    (lambda: dot_product_attention([1.0], k4, v4), TypeError, r"^q must be a torch.Tensor"),
+    (lambda: dot_product_attention(q4.long(), k4, v4), TypeError, r"^q must be a floating"),
+    (lambda: dot_product_attention(q4[0, 0], k4, v4), ValueError, r"^q must have shape \[\.\.\., q_len, d_k\]"),
+    (lambda: dot_product_attention(q4, torch.randn(2, 5, 3), v4), ValueError, r"^k must have the last dim d_k=4"),
+    (lambda: dot_product_attention(q4, k4, torch.randn(2, 4, 6)), ValueError, r"^v must have shape"),
+    (lambda: dot_product_attention(q4, torch.randn(3, 5, 4), torch.randn(3, 5, 6)), ValueError, "must broadcast"),
+    (lambda: dot_product_attention(q4, k4, v4, mask=torch.ones(3, 5)), TypeError, r"^mask must be a bool"),
+    (lambda: dot_product_attention(q4, k4, v4, mask=torch.ones(3, 4, dtype=torch.bool)), ValueError,
      r"^mask of shape \(3, 4\) does not broadcast to \[\.\.\., q_len, k_len\]"),
-    (lambda: scaled_dot_product_attention(q4, k4, v4, bias=torch.ones(3, 5, dtype=torch.long)), TypeError, r"^bias must be"),
-    (lambda: scaled_dot_product_attention(q4, k4, v4, bias=torch.ones(4, 5)), ValueError, r"^bias of shape \(4, 5\)"),
-    (lambda: scaled_dot_product_attention(q4, k4, v4, dropout_p=1.5), ValueError, r"^dropout"),
+    (lambda: dot_product_attention(q4, k4, v4, bias=torch.ones(3, 5, dtype=torch.long)), TypeError, r"^bias must be"),
+    (lambda: dot_product_attention(q4, k4, v4, bias=torch.ones(4, 5)), ValueError, r"^bias of shape \(4, 5\)"),
+    (lambda: dot_product_attention(q4, k4, v4, dropout_p=1.5), ValueError, r"^dropout"),
     (lambda: causal_mask(5, 3), ValueError, r"k_len=3"),
-    (lambda: key_padding_to_mask(torch.zeros(2, 3)), TypeError, r"^key_padding_mask must be a bool"),
-    (lambda: key_padding_to_mask(torch.zeros(2, 1, 3, dtype=torch.bool)), ValueError, r"^key_padding_mask must have shape \[batch, k_len\]"),
+    (lambda: token_mask_to_attention_mask(torch.zeros(2, 3)), TypeError, r"^token_mask must be a bool"),
+    (lambda: token_mask_to_attention_mask(torch.zeros(2, 1, 3, dtype=torch.bool)), TypeError, r"^token_mask must be a bool tensor \[batch, k_len\]"),
+    (lambda: dot_product_attention(q4, k4, v4, mask=torch.zeros(3, 5, dtype=torch.bool)), ValueError,
+     r"^mask allows no query to attend to any key.*~mask"),
+    (lambda: dot_product_attention(q4, k4, v4, mask=torch.ones(3, 5, dtype=torch.long)), TypeError, r"mask\.bool\(\)"),
+    (lambda: dot_product_attention(q4[:, :0], k4, v4), ValueError, r"^q must hold at least one position"),
+    (lambda: dot_product_attention(q4, k4, v4, scale=-1.0), ValueError, r"^scale must be"),
+    (lambda: DotProductAttention(dropout=1.0), ValueError, r"^dropout must be a probability in \[0, 1\)"),
+    (lambda: SingleLayerAttention(4, dropout=1.0), ValueError, r"^dropout"),
+    (lambda: mha(x8[:, :0]), ValueError, r"^query must hold at least one position"),
+    (lambda: mha(x8, token_mask=torch.zeros(2, 3, dtype=torch.bool)), ValueError, r"^token_mask has a sample with no real token"),
+    (lambda: mha(x8, mask=torch.zeros(3, 3, dtype=torch.bool)), ValueError, r"^mask allows no query"),
+    (lambda: MultiHeadAttention(8, 0), ValueError, r"^n_heads must be a positive int"),
+    (lambda: MultiHeadAttention(8, 2, kdim=0), ValueError, r"^kdim must be a positive int"),
     (lambda: MultiHeadAttention(10, 3), ValueError, r"d_model=10 must be divisible by n_heads=3"),
     (lambda: MultiHeadAttention(8, 2, backend="flash"), ValueError, r"^backend must be one of"),
     (lambda: setattr(mha, "backend", "cuda"), ValueError, r"^backend must be one of"),
-    (lambda: mha(torch.randn(2, 3, 6)), ValueError, r"^query must have last dim 8"),
+    (lambda: mha(torch.randn(2, 3, 6)), ValueError, r"^query must have shape \[batch, q_len, d_model=8\], got \(2, 3, 6\)"),
     (lambda: mha(torch.randn(3, 8)), ValueError, r"^query must have shape \[batch, q_len, d_model=8\]"),
     (lambda: mha(x8, torch.randn(2, 4, 8), torch.randn(2, 5, 8)), ValueError, r"k_len"),
     (lambda: mha(x8, mask=torch.ones(3, 4, dtype=torch.bool)), ValueError,
-     r"^mask of shape \(3, 4\) does not broadcast to \[batch, heads, q_len, k_len\]"),
+     r"^mask of shape \(3, 4\) does not broadcast to \[\.\.\., q_len, k_len\] = \(2, 2, 3, 3\)"),
     (lambda: mha(x8, mask=torch.ones(3, 3)), TypeError, r"^mask must be a bool"),
-    (lambda: mha(x8, key_padding_mask=torch.zeros(2, 4, dtype=torch.bool)), ValueError, r"^key_padding_mask must have shape \[batch, k_len\]"),
-    (lambda: mha(x8, key_padding_mask=torch.zeros(2, 3)), TypeError, r"^key_padding_mask must be a bool"),
-    (lambda: FixedBiasAttention(8, 2, table=torch.zeros(3, 3, 3))(x8), ValueError, r"^attention_bias\(\) of shape \(3, 3, 3\)"),
+    (lambda: mha(x8, token_mask=torch.ones(2, 4, dtype=torch.bool)), ValueError, r"^token_mask must have shape \[batch, seq\]"),
+    (lambda: mha(x8, token_mask=torch.ones(2, 3)), TypeError, r"^token_mask must be a bool"),
+    (lambda: mha(x8, key_padding_mask=torch.zeros(2, 3, dtype=torch.bool)), TypeError, r"key_padding_mask"),
+    (lambda: FixedBiasAttention(8, 2, table=torch.zeros(3, 3, 3))(x8), ValueError, r"^bias of shape \(3, 3, 3\)"),
     (lambda: SingleLayerAttention(5)(q4, k4, v4), ValueError, r"^q must have shape \[\.\.\., q_len, d_k=5\]"),
     (lambda: AdditiveAttention(3, 4, 2)(q4, k4, v4), ValueError, r"d_q=3"),
-    (lambda: BiAttention(4)(q4, k4, question_mask=torch.ones(2, 5)), TypeError, r"^question_mask must be a bool"),
-    (lambda: BiAttention(4)(q4, k4, question_mask=torch.ones(2, 3, dtype=torch.bool)), ValueError,
-     r"^question_mask of shape \(2, 3\) does not broadcast to \[batch, q_len\]"),
+    (lambda: BiAttention(4)(q4, k4, token_mask=torch.ones(2, 5)), TypeError, r"^token_mask must be a bool"),
+    (lambda: BiAttention(4)(q4, k4, token_mask=torch.ones(2, 3, dtype=torch.bool)), ValueError,
+     r"^token_mask must have shape \[batch, seq\] = \(2, 5\)"),
     (lambda: BiAttention(4)(q4, torch.randn(2, 5, 3)), ValueError, r"question must have shapes?"),
 ])
 def test_bad_input_raises_an_error_naming_the_argument(call, error, match):

@@ -12,9 +12,10 @@ The slopes ``m_h`` are fixed, not learned: a geometric series, so that some head
 ``i - j``, a model trained on length L sees nothing new at length 2L except larger distances,
 which its heads already discount -- the paper's length extrapolation.
 
-Two equivalent forms. The paper (and the seed this module replaces) adds ``m · j`` instead of
-``-m · (i - j)``; the two differ by ``-m · i``, a constant along each softmax row (query i), and
-softmax is shift-invariant per row, so they give the same weights. This module computes the
+Two equivalent forms. The paper writes the bias of query i as ``m · [-(i-1), ..., -1, 0]``; the
+authors' code, and labml.ai's annotated implementation, add ``m · j`` instead. The two differ by
+``-m · i``, a constant along each softmax row (query i), and softmax is shift-invariant per row,
+so they give the same weights. This module computes the
 relative form ``-m · (i - j)`` from *positions*: it is 0 on the diagonal, never positive where
 attention is allowed, and stays correct when query i is not the i-th key (a key/value cache,
 chunked decoding) or when the positions are not ``0, 1, 2, ...`` (left padding).
@@ -33,8 +34,8 @@ Conventions, shared with ``mixers.attention``:
 
 ``AlibiMultiHeadAttention`` is ``mixers.attention.MultiHeadAttention`` with the bias supplied
 through its ``attention_bias`` hook (eager and SDPA backends), plus a FlexAttention backend
-that computes the bias inside the kernel. ``seed_style_alibi_attention`` keeps the seed's naive
-layout as the benchmark's "before".
+that computes the bias inside the kernel. ``labml_style_alibi_attention`` keeps the layout of
+labml.ai's annotated implementation as the benchmark's "before".
 """
 
 from __future__ import annotations
@@ -45,27 +46,15 @@ import math
 import torch
 from torch import Tensor
 
-from .attention import (
-    MultiHeadAttention,
-    _check_scores_like,
-    _check_tensor,
-    causal_mask,
-    key_padding_to_mask,
-)
+from ._checks import check_attention_mask, check_positive_int, check_tensor, check_token_mask
+from .attention import MultiHeadAttention, causal_mask
 
-__all__ = ["alibi_slopes", "alibi_bias", "AlibiMultiHeadAttention", "seed_style_alibi_attention"]
+__all__ = ["alibi_slopes", "alibi_bias", "AlibiMultiHeadAttention", "causal_block_mask",
+           "labml_style_alibi_attention"]
 
 
 # ---------------------------------------------------------------------------------------------
 # Slopes
-
-
-def _check_positive_int(name: str, value) -> None:
-    # bool is a subclass of int, but alibi_slopes(True) is surely a mistake
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a positive int, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value}")
 
 
 def _geometric_slopes(n: int) -> list[float]:
@@ -83,18 +72,19 @@ def alibi_slopes(n_heads: int) -> Tensor:
     For n a power of two the slopes are the geometric series that starts at ``2^(-8/n)`` and has
     that same ratio: ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``; 8 heads get ``1/2, 1/4, ..., 1/256``.
 
-    Otherwise, with p the largest power of two below n (the paper's rule): the p slopes of the
+    The paper trains only power-of-two head counts. For other n this follows the workaround in
+    the authors' repository: with p the largest power of two below n, the p slopes of the
     p-head series, followed by every other slope of the 2p-head series, ``2^(-8/(2p)),
     2^(-24/(2p)), ...`` (its indices 0, 2, 4, ...), until there are n. The 2p series is the p
     series with one extra slope halfway (in log scale) between each neighbouring pair; its even
     indices are exactly those new in-between slopes, so no slope repeats. The result keeps the
     first p heads identical to a p-head model and spreads the extra heads *between* the existing
     slopes, instead of extending the series below ``2^(-8)`` to ever-flatter, nearly
-    position-blind heads. So the slopes are not monotone in head order: 12 heads get
+    position-blind heads (this reading of why the rule works is the book's own). So the slopes are not monotone in head order: 12 heads get
     ``2^-1, ..., 2^-8, 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5``. Head order does not matter to the
     model -- permuting the heads together with their projection weights computes the same function.
     """
-    _check_positive_int("n_heads", n_heads)
+    check_positive_int("n_heads", n_heads)
     p = 1 << (n_heads.bit_length() - 1)  # largest power of two <= n_heads, exact (no float log2)
     slopes = _geometric_slopes(p) + _geometric_slopes(2 * p)[0::2][: n_heads - p]
     return torch.tensor(slopes, dtype=torch.float32)
@@ -171,9 +161,9 @@ def alibi_bias(slopes_or_n_heads, q_len: int, k_len: int | None = None, causal: 
     same amount changes nothing (why left padding is harmless once the pads are masked).
     """
     slopes = _as_slopes(slopes_or_n_heads)
-    _check_positive_int("q_len", q_len)
+    check_positive_int("q_len", q_len)
     k_len = q_len if k_len is None else k_len
-    _check_positive_int("k_len", k_len)
+    check_positive_int("k_len", k_len)
     if q_offset is None:
         q_offset = _default_q_offset(q_len, k_len)
     elif not isinstance(q_offset, int) or isinstance(q_offset, bool):
@@ -228,18 +218,28 @@ def alibi_bias(slopes_or_n_heads, q_len: int, k_len: int | None = None, causal: 
 
 
 # torch.compile(flex_attention), built on first use and shared by every module and call: compiling
-# per call (or per module) would re-trace each time. The kernel is still recompiled, by torch, for
-# each new combination of shapes and mask kinds, but not for new slopes, offsets or mask values,
-# which the score_mod and mask_mod below read from tensors rather than from Python constants.
+# per call (or per module) would re-trace each time. It is compiled for static shapes: torch
+# compiles one kernel per shape (as a model at one length uses), never the dynamic-shape kernel
+# that torch.compile switches to after a second shape, which failed to compile on a CPU in torch
+# 2.13 (a head count of 4, then 6: "cur_kvSplitSize5 was not declared") and then poisoned the
+# shapes that had worked. New slopes, offsets or mask values do not recompile: the score_mod
+# and mask_mod below read them from tensors rather than from Python constants.
 _compiled_flex_attention = None
+FLEX_RECOMPILE_LIMIT = 64  # distinct shapes one process may compile before torch falls back to eager
 
 
 def _flex_attention():
     global _compiled_flex_attention
     if _compiled_flex_attention is None:
         from torch.nn.attention.flex_attention import flex_attention
-        _compiled_flex_attention = torch.compile(flex_attention)
+        _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
     return _compiled_flex_attention
+
+
+def _run_flex(*args, **kwargs) -> Tensor:
+    """The compiled kernel, one static-shape compilation per shape (see ``_flex_attention``)."""
+    with torch._dynamo.config.patch(automatic_dynamic_shapes=False, recompile_limit=FLEX_RECOMPILE_LIMIT):
+        return _flex_attention()(*args, **kwargs)
 
 
 @functools.lru_cache(maxsize=16)
@@ -264,28 +264,31 @@ def causal_block_mask(q_len: int, k_len: int, device: torch.device):
 class AlibiMultiHeadAttention(MultiHeadAttention):
     """Multi-head attention with ALiBi biases instead of position embeddings.
 
-    query ``[batch, q_len, d_model]``, key/value ``[batch, k_len, d_model]`` (None: self-attention)
-    -> ``[batch, q_len, d_model]`` (or ``(output, weights [batch, heads, q_len, k_len])`` with
-    ``need_weights=True``), exactly as ``MultiHeadAttention.forward``, with the same ``mask`` and
-    ``key_padding_mask`` arguments. Head h adds ``-slopes[h] · (i - j)`` to its scores; a causal
-    layer masks future keys, a bidirectional one (``causal=False``) uses ``-slopes[h] · |i - j|``.
+    The same constructor arguments, defaults and forward as ``MultiHeadAttention``: query
+    ``[batch, q_len, d_model]``, key/value ``[batch, k_len, kdim/vdim]`` (None: self-attention)
+    -> ``[batch, q_len, d_model]``, or ``(output, weights [batch, heads, q_len, k_len])`` with
+    ``need_weights=True``; ``mask`` True = may attend, ``token_mask`` True = real key token.
+    Head h adds ``-slopes[h] · (i - j)`` to its scores; a causal layer masks future keys, a
+    bidirectional one (``causal=False``, the default of the whole family) uses
+    ``-slopes[h] · |i - j|`` (beyond the paper, which studies causal language models only).
 
     Query i sits at position ``k_len - q_len + i``: calling it with the last q_len tokens as the
     query and all k_len tokens so far as key and value gives the last q_len rows of the full pass
-    (incremental decoding). With left padding, mask the pads with ``key_padding_mask``; the real
+    (incremental decoding). With left padding, mark the pads False in ``token_mask``; the real
     tokens then get the unpadded result, since the bias only sees differences of positions.
 
     Backends (``backend``, settable on the instance), all computing the same function:
 
-    - ``"eager"``: ``mixers.attention.scaled_dot_product_attention`` with the bias; returns weights;
+    - ``"eager"``: ``mixers.attention.dot_product_attention`` with the bias; returns weights;
     - ``"sdpa"``: torch's fused SDPA with the bias (and -inf for masked keys) as one additive
       float mask in the query's dtype -- the base class does this with ``attention_bias``. In
       bfloat16 that mask rounds far distances: ``m · d`` keeps 8 significant bits, so at
       ``m · d = 500`` the bias is off by up to 1 (a factor e in the weight);
-    - ``"flex"``: ``torch.nn.attention.flex_attention``, compiled: the bias is computed inside the
-      kernel by a ``score_mod`` (on float32 scores) and the masks become a ``block_mask``, so no
-      ``[q_len, k_len]`` bias is materialised and fully masked blocks are skipped. No attention
-      dropout (it raises while training with ``dropout > 0``); float32/bfloat16/float16.
+    - ``"flex"``: ``torch.nn.attention.flex_attention``, compiled for static shapes: the bias is
+      computed inside the kernel by a ``score_mod`` (on float32 scores) and the masks become a
+      ``block_mask``, so no ``[q_len, k_len]`` bias is materialised and fully masked blocks are
+      skipped. No attention dropout (it raises while training with ``dropout > 0``) and, on a
+      CPU, no backward pass (torch has none there: it raises before running); float32/bf16/fp16.
 
     ``slopes`` is a non-persistent buffer (not in the state dict; it moves with ``.to()``). The bias
     is built fresh on every call for that call's lengths, device and dtype; nothing is cached.
@@ -294,8 +297,10 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
     BACKENDS = ("eager", "sdpa", "flex")
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
-                 causal: bool = True, backend: str = "sdpa"):
-        super().__init__(d_model, n_heads, dropout=dropout, bias=bias, causal=causal, backend=backend)
+                 causal: bool = False, kdim: int | None = None, vdim: int | None = None,
+                 backend: str = "sdpa", scale: float | None = None, cpu_bf16_sdpa_in_float32: bool = True):
+        super().__init__(d_model, n_heads, dropout=dropout, bias=bias, causal=causal, kdim=kdim, vdim=vdim,
+                         backend=backend, scale=scale, cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32)
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
 
     def _exact_slopes(self, device) -> Tensor:
@@ -310,22 +315,17 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         return alibi_bias(self._exact_slopes(device), q_len, k_len, causal=self.causal,
                           symmetric=not self.causal, device=device, dtype=dtype)
 
-    def _scale(self) -> float:
-        # The base class's ``scale`` (None: 1/sqrt(d_head)), honoured by the flex path as by the others.
-        scale = getattr(self, "scale", None)
-        return 1.0 / math.sqrt(self.d_head) if scale is None else scale
-
     def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, *,
-                mask: Tensor | None = None, key_padding_mask: Tensor | None = None,
+                mask: Tensor | None = None, token_mask: Tensor | None = None,
                 need_weights: bool = False):
         # The base class runs "eager" and "sdpa" (and anything with need_weights, which is eager);
         # only "flex" needs a path of its own, because the bias must not be materialised for it.
         if self.backend != "flex" or need_weights:
-            return super().forward(query, key, value, mask=mask, key_padding_mask=key_padding_mask,
+            return super().forward(query, key, value, mask=mask, token_mask=token_mask,
                                    need_weights=need_weights)
-        return self._flex_forward(query, key, value, mask, key_padding_mask)
+        return self._flex_forward(query, key, value, mask, token_mask)
 
-    def _flex_forward(self, query, key, value, mask, key_padding_mask) -> Tensor:
+    def _flex_forward(self, query, key, value, mask, token_mask) -> Tensor:
         key = query if key is None else key
         value = key if value is None else value
         scores_shape = self._check_inputs(query, key, value)
@@ -337,6 +337,12 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         q = self._split_heads(self.q_proj(query))
         k = self._split_heads(self.k_proj(key))
         v = self._split_heads(self.v_proj(value))
+        if q.device.type == "cpu" and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+            # Checked here, not left to torch: a compiled call that raises inside its backward is
+            # not retried, and later calls in the process ran several times slower.
+            raise NotImplementedError(
+                f"backend='flex' has no backward pass on a CPU (torch {torch.__version__}): use backend='sdpa' "
+                "to train on a CPU, or call it under torch.no_grad() (or torch.inference_mode()) for inference")
         q, k = self.transform_qk(q, k, q_offset=q_offset)
 
         # Tensors, not Python numbers, so that new slopes or offsets do not recompile the kernel.
@@ -354,16 +360,12 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         mask_batch = mask_heads = None  # None: the block mask broadcasts over that dim
         if self.causal:
             conditions.append(lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + offset)
-        if key_padding_mask is not None:
-            keep = key_padding_to_mask(key_padding_mask)[:, 0, 0, :]    # [batch, k_len], True = real
-            if keep.shape != (batch, k_len):
-                raise ValueError(f"key_padding_mask must have shape [batch, k_len] = {(batch, k_len)}, "
-                                 f"got {tuple(key_padding_mask.shape)}")
+        if token_mask is not None:
+            keep = check_token_mask(token_mask, batch, k_len)             # [batch, k_len], True = real
             conditions.append(lambda b, h, q_idx, kv_idx: keep[b, kv_idx])
             mask_batch = batch
         if mask is not None:
-            _check_scores_like(mask, "mask", scores_shape, "[batch, heads, q_len, k_len]")
-            attend = mask.expand(scores_shape)
+            attend = check_attention_mask(mask, scores_shape).expand(scores_shape)
             conditions.append(lambda b, h, q_idx, kv_idx: attend[b, h, q_idx, kv_idx])
             mask_batch, mask_heads = batch, heads
 
@@ -386,25 +388,26 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
             q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         # A query that may attend to nothing gets a zero output from flex_attention, as on the
         # other backends (its log-sum-exp is -inf; no NaN).
-        out = _flex_attention()(q, k, v, score_mod=score_mod, block_mask=block_mask,
-                                scale=self._scale())
+        scale = 1.0 / math.sqrt(self.d_head) if self.scale is None else self.scale
+        out = _run_flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
         return self.out_proj(self._merge_heads(out))
 
 
 # ---------------------------------------------------------------------------------------------
-# The seed's layout, kept as the benchmark's "before"
+# labml.ai's layout, kept as the benchmark's "before"
 
 
-def seed_style_alibi_attention(q: Tensor, k: Tensor, v: Tensor, slopes, causal: bool = True) -> Tensor:
-    """ALiBi attention done the seed's way -- deliberately naive; the book's benchmark "before".
+def labml_style_alibi_attention(q: Tensor, k: Tensor, v: Tensor, slopes, causal: bool = True) -> Tensor:
+    """ALiBi attention laid out as in labml.ai's annotated implementation -- deliberately naive;
+    the book's benchmark "before".
 
     q, k, v: ``[batch, heads, seq, d_head]`` (self-attention: one length); slopes: ``[heads]`` or a
     head count. Returns ``[batch, heads, seq, d_head]``, equal to causal ALiBi attention.
 
-    Internally it follows the seed: tensors permuted to ``[seq, batch, heads, d]``, scores
-    materialised as ``[seq, seq, batch, heads]`` by einsum, the bias in the seed's form ``m · j``
-    (equal to ``-m · (i - j)`` up to a per-row constant) built as its own ``[seq, seq, heads]``
-    tensor and added, masked with ``masked_fill``, softmax over dim 1. Why it is slow:
+    Internally it follows labml's layout: tensors permuted to ``[seq, batch, heads, d]``, scores
+    materialised as ``[seq, seq, batch, heads]`` by einsum, the bias in the form ``m · j`` (equal
+    to ``-m · (i - j)`` up to a per-row constant) built as its own ``[seq, seq, heads]`` tensor and
+    added, masked with ``masked_fill``, softmax over dim 1. Why it is slow:
 
     - every step materialises a full ``[seq, seq, batch, heads]`` tensor (scores, scores + bias,
       masked scores, weights): four O(seq²) tensors in memory where a fused kernel keeps none;
@@ -416,7 +419,7 @@ def seed_style_alibi_attention(q: Tensor, k: Tensor, v: Tensor, slopes, causal: 
     bidirectional use it would *favour* distant future keys (``-m · |i - j|`` is needed).
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
-        _check_tensor(x, name, "[batch, heads, seq, d_head]", ndim=4)
+        check_tensor(x, name, "[batch, heads, seq, d_head]", ndim=4)
     if k.shape != q.shape or v.shape[:3] != q.shape[:3]:
         raise ValueError(f"q, k, v must have shapes [batch, heads, seq, d_head] with one seq (self-attention), "
                          f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")

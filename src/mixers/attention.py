@@ -2,7 +2,7 @@
 
 Each layer here computes ``softmax(score(q, k)) @ v``; they differ only in the score:
 
-- scaled dot product, ``q·k / sqrt(d_k)`` (Vaswani et al., 2017): ``scaled_dot_product_attention``,
+- scaled dot product, ``q·k / sqrt(d_k)`` (Vaswani et al., 2017): ``dot_product_attention``,
   ``DotProductAttention`` and, with learned projections and several heads, ``MultiHeadAttention``;
 - additive, ``vᵀ tanh(W_q q + W_k k)`` (Bahdanau et al., 2015): ``AdditiveAttention``, and its
   one-vector cousin ``SingleLayerAttention``;
@@ -12,10 +12,15 @@ Conventions shared by everything below:
 
 - tensors are batch-first, ``[batch, seq, d_model]``; heads are ``[batch, heads, seq, d_head]``,
   the layout of ``torch.nn.functional.scaled_dot_product_attention``;
-- a boolean ``mask`` is True where a query *may attend* to a key (as in torch's SDPA), while a
-  ``key_padding_mask`` is True at *padding* (as in ``torch.nn.MultiheadAttention``);
+- every boolean mask is True where reading is allowed (the package's one convention, see
+  ``mixers``): a pairwise ``mask`` ``[..., q_len, k_len]`` is True where query i *may attend* to
+  key j (as in torch's SDPA); a per-token ``token_mask`` ``[batch, k_len]`` is True at *real* key
+  tokens and False at padding (the opposite of ``torch.nn.MultiheadAttention``'s
+  ``key_padding_mask``). A mask that allows nothing is refused as inverted;
 - a masked key gets exactly zero weight, and a query with nothing to attend to gets zero
-  weights and a zero output -- never NaN, in the forward or the backward pass.
+  weights and a zero output -- never NaN, in the forward or the backward pass;
+- every layer returns its output, or ``(output, weights)`` with ``need_weights=True``;
+- every sequence holds at least one position: an empty one is refused with a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._checks import check_attention_mask, check_dropout, check_positive_int, check_scale, check_tensor, check_token_mask
+
 __all__ = [
-    "scaled_dot_product_attention", "masked_softmax", "causal_mask", "key_padding_to_mask",
+    "dot_product_attention", "masked_softmax", "causal_mask", "token_mask_to_attention_mask",
     "DotProductAttention", "SingleLayerAttention", "AdditiveAttention", "MultiHeadAttention",
     "BiAttention", "fused_attention",
 ]
@@ -36,17 +43,18 @@ __all__ = [
 # torch's fused kernel, and where it runs faster in float32.
 
 
-def fused_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None,
-                    **kwargs) -> Tensor:
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, *,
+                    cpu_bf16_in_float32: bool = True, **kwargs) -> Tensor:
     """``torch.nn.functional.scaled_dot_product_attention``, but bf16 on the CPU runs in float32.
 
     Under CPU autocast, q, k and v arrive in bfloat16, and torch's CPU flash-attention kernel is
-    two to three times *slower* in bfloat16 than in float32 (torch 2.13 on AVX-512; measured by
-    ``python -m mixers.bench.cpu_precision``), while the projections around it are two to three
-    times faster. So the scores are computed in float32 there -- faster and more exact -- and the
-    output is cast back to bf16. Any other dtype or device: torch's call as is.
+    slower in bfloat16 than in float32 (torch 2.13 on one AVX-512 CPU; ``python -m
+    mixers.bench.cpu_precision`` measures it), while the projections around it are faster. So with
+    ``cpu_bf16_in_float32=True`` the scores are computed in float32 there -- faster on that CPU
+    and more exact -- and the output is cast back to bf16. Any other dtype or device, or
+    ``cpu_bf16_in_float32=False``: torch's call as is. ``attn_mask`` and ``kwargs`` are torch's.
     """
-    if q.device.type != "cpu" or q.dtype != torch.bfloat16:
+    if not cpu_bf16_in_float32 or q.device.type != "cpu" or q.dtype != torch.bfloat16:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, **kwargs)
     if attn_mask is not None and attn_mask.dtype != torch.bool:
         attn_mask = attn_mask.float()
@@ -59,39 +67,24 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = 
 # Input checks. Each error names the argument and the shape it expected.
 
 
-def _check_tensor(x, name: str, expected: str, ndim: int | None = None, min_ndim: int = 2):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape {expected}, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-    if (ndim is not None and x.dim() != ndim) or x.dim() < min_ndim:
-        raise ValueError(f"{name} must have shape {expected}, got {tuple(x.shape)}")
-
-
-def _check_scores_like(t, name: str, target, expected: str, is_mask: bool = True):
-    """Checks a mask (bool, True = may attend) or an additive bias (float) against the scores' shape."""
-    if not isinstance(t, Tensor) or (t.dtype != torch.bool if is_mask else not t.is_floating_point()):
-        kind = "a bool tensor (True = may attend)" if is_mask else "a floating-point (additive) tensor"
-        got = t.dtype if isinstance(t, Tensor) else type(t).__name__
-        raise TypeError(f"{name} must be {kind} broadcastable to {expected}, got {got}")
+def _check_bias(bias, target) -> None:
+    """An additive float bias broadcastable to the scores' shape ``target``."""
+    if not isinstance(bias, Tensor) or not bias.is_floating_point():
+        got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
+        raise TypeError(f"bias must be a floating-point (additive) tensor broadcastable to [..., q_len, k_len], got {got}")
     try:
-        fits = torch.broadcast_shapes(t.shape, target) == torch.Size(target)
+        fits = torch.broadcast_shapes(bias.shape, target) == torch.Size(target)
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to {expected} = {tuple(target)}")
-
-
-def _check_dropout(p):
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout must be a probability in [0, 1), got {p}")
+        raise ValueError(f"bias of shape {tuple(bias.shape)} does not broadcast to [..., q_len, k_len] = {tuple(target)}")
 
 
 def _check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:
     """Checks q [..., q_len, d_k], k [..., k_len, d_k], v [..., k_len, d_v]; returns the scores' shape."""
-    _check_tensor(q, "q", "[..., q_len, d_k]")
-    _check_tensor(k, "k", "[..., k_len, d_k]")
-    _check_tensor(v, "v", "[..., k_len, d_v]")
+    check_tensor(q, "q", "[..., q_len, d_k]")
+    check_tensor(k, "k", "[..., k_len, d_k]")
+    check_tensor(v, "v", "[..., k_len, d_v]")
     if same_d and k.shape[-1] != q.shape[-1]:
         raise ValueError(f"k must have the last dim d_k={q.shape[-1]} of q, got shape {tuple(k.shape)}")
     if v.shape[-2] != k.shape[-2]:
@@ -139,20 +132,22 @@ def causal_mask(q_len: int, k_len: int | None = None, device=None) -> Tensor:
     return key_positions[None, :] <= query_positions[:, None]
 
 
-def key_padding_to_mask(key_padding_mask: Tensor) -> Tensor:
-    """Turns a ``[batch, k_len]`` padding mask (True = padding) into a ``[batch, 1, 1, k_len]``
+def token_mask_to_attention_mask(token_mask: Tensor) -> Tensor:
+    """Turns a ``[batch, k_len]`` token mask (True = real token) into a ``[batch, 1, 1, k_len]``
     "may attend" mask that broadcasts against ``[batch, heads, q_len, k_len]`` scores."""
-    if not isinstance(key_padding_mask, Tensor) or key_padding_mask.dtype != torch.bool:
-        raise TypeError("key_padding_mask must be a bool tensor [batch, k_len] (True = padding)")
-    if key_padding_mask.dim() != 2:
-        raise ValueError(f"key_padding_mask must have shape [batch, k_len], got {tuple(key_padding_mask.shape)}")
-    return ~key_padding_mask[:, None, None, :]
+    if not isinstance(token_mask, Tensor) or token_mask.dtype != torch.bool or token_mask.dim() != 2:
+        got = f"{token_mask.dtype} {tuple(token_mask.shape)}" if isinstance(token_mask, Tensor) else type(token_mask).__name__
+        raise TypeError(f"token_mask must be a bool tensor [batch, k_len] (True = real token), got {got}")
+    return token_mask[:, None, None, :]
 
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-                                 bias: Tensor | None = None, scale: float | None = None,
-                                 dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
+def dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
+                          bias: Tensor | None = None, scale: float | None = None,
+                          dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
     """Eager attention that also returns its weights: ``softmax(q kᵀ * scale + bias) v``.
+
+    Unlike ``torch.nn.functional.scaled_dot_product_attention``, which returns the output alone,
+    this returns ``(output, weights)``: it is the reference the fused kernels are checked against.
 
     q: ``[..., q_len, d_k]``, k: ``[..., k_len, d_k]``, v: ``[..., k_len, d_v]``.
     mask: bool broadcastable to ``[..., q_len, k_len]``, True = may attend.
@@ -163,17 +158,18 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     softmax before dropout, so each row sums to 1 (or is all zero, if it may attend to nothing).
     """
     scores_shape = _check_qkv(q, k, v)
-    _check_dropout(dropout_p)
+    check_dropout(dropout_p, "dropout_p")
+    scale = check_scale(scale)
     if scale is None:
         # q·k sums d_k products: with unit-variance entries its variance is d_k. Dividing by
         # sqrt(d_k) keeps scores O(1), so the softmax neither saturates nor starves its gradient.
         scale = 1.0 / math.sqrt(q.shape[-1])
     scores = (q @ k.transpose(-2, -1)) * scale
     if bias is not None:
-        _check_scores_like(bias, "bias", scores_shape, "[..., q_len, k_len]", is_mask=False)
+        _check_bias(bias, scores_shape)
         scores = scores + bias
     if mask is not None:
-        _check_scores_like(mask, "mask", scores_shape, "[..., q_len, k_len]")
+        check_attention_mask(mask, scores_shape)
     weights = masked_softmax(scores, mask)
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return dropped @ v, weights
@@ -184,20 +180,20 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
 
 
 class DotProductAttention(nn.Module):
-    """``scaled_dot_product_attention`` as a module, with dropout on the weights while training.
+    """``dot_product_attention`` as a module, with dropout on the weights while training.
 
-    forward(q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[..., k_len, d_v]``, mask, bias)
-    -> ``(output [..., q_len, d_v], weights [..., q_len, k_len])``.
+    forward(q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[..., k_len, d_v]``, mask, bias,
+    need_weights) -> output ``[..., q_len, d_v]``, or ``(output, weights [..., q_len, k_len])``.
     """
 
     def __init__(self, dropout: float = 0.0, scale: float | None = None):
         super().__init__()
-        _check_dropout(dropout)
-        self.dropout, self.scale = dropout, scale
+        self.dropout, self.scale = check_dropout(dropout), check_scale(scale)
 
-    def forward(self, q, k, v, mask=None, bias=None):
+    def forward(self, q, k, v, mask=None, bias=None, need_weights: bool = False):
         dropout_p = self.dropout if self.training else 0.0
-        return scaled_dot_product_attention(q, k, v, mask, bias, self.scale, dropout_p)
+        out, weights = dot_product_attention(q, k, v, mask, bias, self.scale, dropout_p)
+        return (out, weights) if need_weights else out
 
 
 class SingleLayerAttention(nn.Module):
@@ -208,29 +204,31 @@ class SingleLayerAttention(nn.Module):
     ``v = 1``. Since the score is monotone in ``q_i·w - k_j·w``, every query ranks the keys alike.
 
     forward(q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[..., k_len, d_v]``,
-    mask bool ``[..., q_len, k_len]``) -> ``(output [..., q_len, d_v], weights [..., q_len, k_len])``.
+    mask bool ``[..., q_len, k_len]``, need_weights) -> output ``[..., q_len, d_v]``, or
+    ``(output, weights [..., q_len, k_len])``.
     """
 
     def __init__(self, d_k: int, dropout: float = 0.0, negative_slope: float = 0.01):
         super().__init__()
-        self.d_k, self.negative_slope = d_k, negative_slope
+        self.d_k, self.negative_slope = check_positive_int("d_k", d_k), negative_slope
         self.weight = nn.Parameter(torch.empty(d_k, 1))
         nn.init.xavier_normal_(self.weight)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(check_dropout(dropout))
 
-    def forward(self, q, k, v, mask=None):
+    def forward(self, q, k, v, mask=None, need_weights: bool = False):
         scores_shape = _check_qkv(q, k, v)
         if q.shape[-1] != self.d_k:
             raise ValueError(f"q must have shape [..., q_len, d_k={self.d_k}], got {tuple(q.shape)}")
         if mask is not None:
-            _check_scores_like(mask, "mask", scores_shape, "[..., q_len, k_len]")
+            check_attention_mask(mask, scores_shape)
         # (q_i - k_j)·w = q_i·w - k_j·w: two matrix-vector products and a broadcast subtraction
         # give every score, without the [q_len, k_len, d_k] tensor of differences.
         q_scores = q @ self.weight                                    # [..., q_len, 1]
         k_scores = (k @ self.weight).transpose(-2, -1)                # [..., 1, k_len]
         scores = F.leaky_relu(q_scores - k_scores, self.negative_slope)
         weights = masked_softmax(scores, mask)
-        return self.dropout(weights) @ v, weights
+        out = self.dropout(weights) @ v
+        return (out, weights) if need_weights else out
 
 
 class AdditiveAttention(nn.Module):
@@ -238,30 +236,34 @@ class AdditiveAttention(nn.Module):
 
     ``W_q`` is ``q_proj``, ``W_k`` is ``k_proj`` and ``v`` is ``score_proj`` (no biases, Xavier init).
     forward(q ``[..., q_len, d_q]``, k ``[..., k_len, d_k]``, v ``[..., k_len, d_v]``,
-    mask bool ``[..., q_len, k_len]``) -> ``(output [..., q_len, d_v], weights [..., q_len, k_len])``.
+    mask bool ``[..., q_len, k_len]``, need_weights) -> output ``[..., q_len, d_v]``, or
+    ``(output, weights [..., q_len, k_len])``.
     """
 
     def __init__(self, d_q: int, d_k: int, d_hidden: int, dropout: float = 0.0):
         super().__init__()
+        for name, value in (("d_q", d_q), ("d_k", d_k), ("d_hidden", d_hidden)):
+            check_positive_int(name, value)
         self.q_proj = nn.Linear(d_q, d_hidden, bias=False)
         self.k_proj = nn.Linear(d_k, d_hidden, bias=False)
         self.score_proj = nn.Linear(d_hidden, 1, bias=False)
         for layer in (self.q_proj, self.k_proj, self.score_proj):
             nn.init.xavier_uniform_(layer.weight)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(check_dropout(dropout))
 
-    def forward(self, q, k, v, mask=None):
+    def forward(self, q, k, v, mask=None, need_weights: bool = False):
         scores_shape = _check_qkv(q, k, v, same_d=False)
         if q.shape[-1] != self.q_proj.in_features or k.shape[-1] != self.k_proj.in_features:
             raise ValueError(f"q and k must have shapes [..., q_len, d_q={self.q_proj.in_features}] and "
                              f"[..., k_len, d_k={self.k_proj.in_features}], got {tuple(q.shape)}, {tuple(k.shape)}")
         if mask is not None:
-            _check_scores_like(mask, "mask", scores_shape, "[..., q_len, k_len]")
+            check_attention_mask(mask, scores_shape)
         # [..., q_len, 1, d_hidden] + [..., 1, k_len, d_hidden]: one hidden vector per (i, j) pair.
         hidden = torch.tanh(self.q_proj(q).unsqueeze(-2) + self.k_proj(k).unsqueeze(-3))
         scores = self.score_proj(hidden).squeeze(-1)                  # [..., q_len, k_len]
         weights = masked_softmax(scores, mask)
-        return self.dropout(weights) @ v, weights
+        out = self.dropout(weights) @ v
+        return (out, weights) if need_weights else out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,17 +271,23 @@ class AdditiveAttention(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """Batch-first multi-head attention with two interchangeable backends and one set of weights.
+    """Batch-first multi-head attention with interchangeable backends and one set of weights.
 
     Projects query ``[batch, q_len, d_model]``, key ``[batch, k_len, kdim]`` and value
     ``[batch, k_len, vdim]`` with ``q_proj``, ``k_proj``, ``v_proj`` (as torch.nn.MultiheadAttention's
     ``in_proj_weight`` split in three), splits heads into ``[batch, n_heads, seq, d_head]``, attends,
     merges heads and applies ``out_proj``. ``backend`` (settable on the instance) picks "eager"
-    (this module's ``scaled_dot_product_attention``) or "sdpa" (torch's fused kernel).
+    (``dot_product_attention``, which also gives the weights) or "sdpa" (torch's fused kernel).
 
-    ``scale`` multiplies the scores ``q·k``: None (the default) is ``1/sqrt(d_head)``; ``scale=1.0``
-    is the un-scaled dot product of the seed code, kept to show why the scale matters. Both
-    backends honour it.
+    Arguments shared by the whole family (``AlibiMultiHeadAttention``, ``RotaryMultiHeadAttention``),
+    with the same defaults:
+
+    - ``causal`` (default False, as in torch): query i may not attend to keys after it;
+    - ``scale`` multiplies the scores ``q·k``: None (the default) is ``1/sqrt(d_head)``;
+      ``scale=1.0`` is the un-scaled dot product, kept to show why the scale matters;
+    - ``kdim``, ``vdim``: widths of key and value inputs (default d_model);
+    - ``cpu_bf16_sdpa_in_float32`` (default True): under bf16 autocast on a CPU, run torch's SDPA
+      in float32 (see ``fused_attention``); False runs it in bf16 as torch would.
 
     Subclasses extend it through two hooks: ``attention_bias`` (e.g. ALiBi) and ``transform_qk``
     (e.g. rotary embeddings).
@@ -289,17 +297,18 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
                  causal: bool = False, kdim: int | None = None, vdim: int | None = None,
-                 backend: str = "sdpa", scale: float | None = None):
+                 backend: str = "sdpa", scale: float | None = None, cpu_bf16_sdpa_in_float32: bool = True):
         super().__init__()
-        if n_heads < 1 or d_model % n_heads != 0:
+        check_positive_int("d_model", d_model)
+        check_positive_int("n_heads", n_heads)
+        if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        _check_dropout(dropout)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
-        self.kdim, self.vdim = kdim or d_model, vdim or d_model
-        self.dropout, self.causal, self.backend = dropout, causal, backend
-        if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-            raise ValueError(f"scale must be None (1/sqrt(d_head)) or a positive finite float, got {scale!r}")
-        self.scale = None if scale is None else float(scale)
+        self.kdim = d_model if kdim is None else check_positive_int("kdim", kdim)
+        self.vdim = d_model if vdim is None else check_positive_int("vdim", vdim)
+        self.dropout, self.causal, self.backend = check_dropout(dropout), bool(causal), backend
+        self.scale = check_scale(scale)
+        self.cpu_bf16_sdpa_in_float32 = bool(cpu_bf16_sdpa_in_float32)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(self.kdim, d_model, bias=bias)
         self.v_proj = nn.Linear(self.vdim, d_model, bias=bias)
@@ -329,14 +338,16 @@ class MultiHeadAttention(nn.Module):
         return q, k
 
     def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, *,
-                mask: Tensor | None = None, key_padding_mask: Tensor | None = None,
+                mask: Tensor | None = None, token_mask: Tensor | None = None,
                 need_weights: bool = False):
         """query ``[batch, q_len, d_model]``; key ``[batch, k_len, kdim]`` (None: self-attention, key =
         value = query); value ``[batch, k_len, vdim]`` (None: value = key).
+
         mask: bool broadcastable to ``[batch, heads, q_len, k_len]``, True = may attend (the opposite
-        of torch.nn.MultiheadAttention's ``attn_mask``); key_padding_mask: bool ``[batch, k_len]``,
-        True = padding. Returns output ``[batch, q_len, d_model]``, or ``(output, weights
-        [batch, heads, q_len, k_len])`` with ``need_weights=True``, which always runs the eager path.
+        of torch.nn.MultiheadAttention's ``attn_mask``); token_mask: bool ``[batch, k_len]``, True at
+        real key tokens, False at padding (the opposite of torch's ``key_padding_mask``).
+        Returns output ``[batch, q_len, d_model]``, or ``(output, weights [batch, heads, q_len,
+        k_len])`` with ``need_weights=True``, which runs the eager path.
         """
         key = query if key is None else key
         value = key if value is None else value
@@ -347,46 +358,47 @@ class MultiHeadAttention(nn.Module):
         v = self._split_heads(self.v_proj(value))
         q, k = self.transform_qk(q, k, q_offset=k_len - q_len)
 
-        attend = None  # "may attend" mask from the caller's mask and the key padding
-        if mask is not None:
-            _check_scores_like(mask, "mask", scores_shape, "[batch, heads, q_len, k_len]")
-            attend = mask
-        if key_padding_mask is not None:
-            padding = key_padding_to_mask(key_padding_mask)
-            if padding.shape[0] != batch or padding.shape[-1] != k_len:
-                raise ValueError(f"key_padding_mask must have shape [batch, k_len] = {(batch, k_len)}, "
-                                 f"got {tuple(key_padding_mask.shape)}")
-            attend = padding if attend is None else attend & padding
+        attend = self._may_attend(mask, token_mask, scores_shape)
         bias = self.attention_bias(q_len, k_len, query.device, q.dtype)
         if bias is not None:
-            _check_scores_like(bias, "attention_bias()", scores_shape, "[heads, q_len, k_len]", is_mask=False)
+            _check_bias(bias, scores_shape)
         dropout_p = self.dropout if self.training else 0.0
 
         weights = None
         if need_weights or self.backend == "eager":
             attend = self._with_causal(attend, q_len, k_len, query.device)
-            out, weights = scaled_dot_product_attention(q, k, v, attend, bias, self.scale, dropout_p)
+            out, weights = dot_product_attention(q, k, v, attend, bias, self.scale, dropout_p)
         elif self.causal and attend is None and bias is None and q_len == k_len:
             # Nothing but causality: let the fused kernel skip the future without reading a mask.
             # (is_causal aligns the mask top-left, which matches ours only when q_len == k_len.)
-            out = fused_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale)
+            out = fused_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale,
+                                  cpu_bf16_in_float32=self.cpu_bf16_sdpa_in_float32)
         else:
             attend = self._with_causal(attend, q_len, k_len, query.device)
-            out = _fused_attention(q, k, v, attend, bias, dropout_p, self.scale)
+            out = _fused_attention(q, k, v, attend, bias, dropout_p, self.scale, self.cpu_bf16_sdpa_in_float32)
         out = self.out_proj(self._merge_heads(out))
         return (out, weights) if need_weights else out
 
     def _check_inputs(self, query, key, value) -> tuple[int, int, int, int]:
-        _check_tensor(query, "query", f"[batch, q_len, d_model={self.d_model}]", ndim=3)
-        _check_tensor(key, "key", f"[batch, k_len, kdim={self.kdim}]", ndim=3)
-        _check_tensor(value, "value", f"[batch, k_len, vdim={self.vdim}]", ndim=3)
-        for name, x, width in (("query", query, self.d_model), ("key", key, self.kdim), ("value", value, self.vdim)):
-            if x.shape[-1] != width:
-                raise ValueError(f"{name} must have last dim {width}, got shape {tuple(x.shape)}")
+        check_tensor(query, "query", f"[batch, q_len, d_model={self.d_model}]", ndim=3, width=self.d_model)
+        check_tensor(key, "key", f"[batch, k_len, kdim={self.kdim}]", ndim=3, width=self.kdim)
+        check_tensor(value, "value", f"[batch, k_len, vdim={self.vdim}]", ndim=3, width=self.vdim)
         if key.shape[0] != query.shape[0] or value.shape[:2] != key.shape[:2]:
             raise ValueError(f"key and value must have shapes [batch={query.shape[0]}, k_len, ...] with the "
                              f"same k_len, got key {tuple(key.shape)}, value {tuple(value.shape)}")
         return (query.shape[0], self.n_heads, query.shape[1], key.shape[1])
+
+    @staticmethod
+    def _may_attend(mask, token_mask, scores_shape) -> Tensor | None:
+        """The caller's pairwise ``mask`` and per-token ``token_mask`` as one "may attend" mask."""
+        batch, _, _, k_len = scores_shape
+        if mask is not None:
+            check_attention_mask(mask, scores_shape)
+        if token_mask is None:
+            return mask
+        check_token_mask(token_mask, batch, k_len)
+        keys = token_mask_to_attention_mask(token_mask)
+        return keys if mask is None else mask & keys
 
     def _with_causal(self, attend, q_len, k_len, device):
         if not self.causal:
@@ -405,14 +417,15 @@ class MultiHeadAttention(nn.Module):
         return x.transpose(1, 2).reshape(batch, seq, self.d_model)
 
 
-def _fused_attention(q, k, v, attend, bias, dropout_p, scale=None):
+def _fused_attention(q, k, v, attend, bias, dropout_p, scale=None, cpu_bf16_in_float32=True):
     """torch's SDPA with a "may attend" mask and/or an additive bias, safe for empty rows.
 
     Kernels differ on a query that may attend to nothing (some give NaN, and NaN in the backward
     pass). So such rows attend to every key inside the kernel, and their output is zeroed after.
     """
+    options = dict(dropout_p=dropout_p, scale=scale, cpu_bf16_in_float32=cpu_bf16_in_float32)
     if attend is None and bias is None:
-        return fused_attention(q, k, v, dropout_p=dropout_p, scale=scale)
+        return fused_attention(q, k, v, **options)
     if bias is None:
         empty_rows = ~attend.any(dim=-1, keepdim=True)
         attn_mask = attend | empty_rows
@@ -423,7 +436,7 @@ def _fused_attention(q, k, v, attend, bias, dropout_p, scale=None):
             attn_mask = attn_mask.masked_fill(~attend, float("-inf"))
         empty_rows = (attn_mask == float("-inf")).all(dim=-1, keepdim=True)
         attn_mask = attn_mask.masked_fill(empty_rows, 0.0)
-    out = fused_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
+    out = fused_attention(q, k, v, attn_mask=attn_mask, **options)
     return out.masked_fill(empty_rows, 0.0)
 
 
@@ -439,16 +452,16 @@ class BiAttention(nn.Module):
     softmax_j(s_ij) q_j``. Question-to-context: ``b = softmax_i(max_j s_ij)``, ``q2c = Σ_i b_i x_i``.
 
     forward(x ``[batch, x_len, d_model]`` (context), question ``[batch, q_len, d_model]``,
-    question_mask bool ``[batch, q_len]`` with True = real token, False = padding) returns
-    ``[x, c, x ⊙ c, q2c ⊙ c]`` of shape ``[batch, x_len, 4 * d_model]``, and with
-    ``return_weights=True`` also ``(c2q_weights [batch, x_len, q_len], q2c_weights [batch, x_len])``.
-    Dropout (training only) applies to both inputs, as in the original.
+    token_mask bool ``[batch, q_len]`` over the question's tokens, True = real token, False =
+    padding) returns ``[x, c, x ⊙ c, q2c ⊙ c]`` of shape ``[batch, x_len, 4 * d_model]``, and with
+    ``need_weights=True`` ``(output, (c2q_weights [batch, x_len, q_len], q2c_weights [batch, x_len]))``.
+    Dropout (training only) applies to both inputs, as in the HotpotQA baseline.
     """
 
     def __init__(self, d_model: int, dropout: float = 0.0):
         super().__init__()
-        self.d_model = d_model
-        self.dropout = nn.Dropout(dropout)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.dropout = nn.Dropout(check_dropout(dropout))
         self.input_linear = nn.Linear(d_model, 1, bias=False)
         self.memory_linear = nn.Linear(d_model, 1, bias=False)
         # All three weight vectors start like nn.Linear's weights, U(-1/sqrt(d), 1/sqrt(d)): the
@@ -457,24 +470,23 @@ class BiAttention(nn.Module):
         bound = 1.0 / math.sqrt(d_model)
         nn.init.uniform_(self.dot_scale, -bound, bound)
 
-    def forward(self, x: Tensor, question: Tensor, question_mask: Tensor | None = None,
-                return_weights: bool = False):
-        _check_tensor(x, "x", f"[batch, x_len, d_model={self.d_model}]", ndim=3)
-        _check_tensor(question, "question", f"[batch, q_len, d_model={self.d_model}]", ndim=3)
-        if x.shape[-1] != self.d_model or question.shape[-1] != self.d_model or x.shape[0] != question.shape[0]:
-            raise ValueError(f"x and question must have shapes [batch, x_len, {self.d_model}] and "
-                             f"[batch, q_len, {self.d_model}], got {tuple(x.shape)}, {tuple(question.shape)}")
+    def forward(self, x: Tensor, question: Tensor, token_mask: Tensor | None = None,
+                need_weights: bool = False):
+        check_tensor(x, "x", f"[batch, x_len, d_model={self.d_model}]", ndim=3, width=self.d_model)
+        check_tensor(question, "question", f"[batch, q_len, d_model={self.d_model}]", ndim=3, width=self.d_model)
+        if x.shape[0] != question.shape[0]:
+            raise ValueError(f"x and question must have the same batch size, got {tuple(x.shape)}, {tuple(question.shape)}")
         batch, q_len = question.shape[:2]
-        if question_mask is not None:
-            _check_scores_like(question_mask, "question_mask", (batch, q_len), "[batch, q_len]")
+        if token_mask is not None:
+            check_token_mask(token_mask, batch, q_len)
         x, question = self.dropout(x), self.dropout(question)
 
         scores = (self.input_linear(x)                                # [batch, x_len, 1]
                   + self.memory_linear(question).transpose(1, 2)      # [batch, 1, q_len]
                   + (x * self.dot_scale) @ question.transpose(1, 2))  # [batch, x_len, q_len]
-        if question_mask is not None:
+        if token_mask is not None:
             # -inf drops padding from both the softmax over j and the max over j below.
-            scores = scores.masked_fill(~question_mask[:, None, :], float("-inf"))
+            scores = scores.masked_fill(~token_mask[:, None, :], float("-inf"))
         c2q_weights = masked_softmax(scores)                          # [batch, x_len, q_len]
         c2q = c2q_weights @ question                                  # [batch, x_len, d_model]
         # Each context word is scored by its best match in the question; one summary of the
@@ -482,4 +494,4 @@ class BiAttention(nn.Module):
         q2c_weights = masked_softmax(scores.amax(dim=-1))             # [batch, x_len]
         q2c = q2c_weights.unsqueeze(1) @ x                            # [batch, 1, d_model]
         output = torch.cat([x, c2q, x * c2q, q2c * c2q], dim=-1)
-        return (output, (c2q_weights, q2c_weights)) if return_weights else output
+        return (output, (c2q_weights, q2c_weights)) if need_weights else output

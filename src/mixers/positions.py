@@ -15,7 +15,10 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
+from torch import Tensor, nn
+
+from ._checks import check_positive_int
+from .attention import MultiHeadAttention
 
 
 def sinusoidal_table(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -24,7 +27,8 @@ def sinusoidal_table(seq_len: int, d_model: int, base: float = 10000.0) -> torch
     Channel pair ``(2i, 2i+1)`` holds ``sin, cos`` of ``pos / base^(2i/d_model)``:
     wavelengths from ``2π`` to ``2π·base``, so any length can be encoded.
     """
-    if d_model % 2:
+    check_positive_int("seq_len", seq_len)
+    if check_positive_int("d_model", d_model) % 2:
         raise ValueError(f"d_model must be even for sinusoidal positions, got {d_model}")
     position = torch.arange(seq_len, dtype=torch.float32)[:, None]
     inv_freq = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
@@ -57,8 +61,8 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, d_model: int, max_len: int):
         super().__init__()
-        self.max_len = max_len
-        self.table = nn.Embedding(max_len, d_model)
+        self.max_len = check_positive_int("max_len", max_len)
+        self.table = nn.Embedding(max_len, check_positive_int("d_model", d_model))
         nn.init.normal_(self.table.weight, std=0.02)
 
     def forward(self, seq_len: int) -> torch.Tensor:
@@ -86,12 +90,7 @@ def build_positions(name: str, d_model: int, max_len: int) -> nn.Module:
 
 # ---------------------------------------------------------------------------------------------
 # Rotary position embeddings (RoPE; Su et al., "RoFormer", 2021): positions that act inside
-# attention, by rotating queries and keys. Appended to this module; the import sits here so the
-# schemes above stay untouched (attention.py imports nothing from the package: no cycle).
-
-from torch import Tensor  # noqa: E402
-
-from .attention import MultiHeadAttention  # noqa: E402
+# attention, by rotating queries and keys.
 
 
 def rotary_embedding(q_or_k: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
@@ -148,8 +147,9 @@ def rotary_embedding(q_or_k: Tensor, positions: Tensor, base: float = 10000.0) -
 class RotaryMultiHeadAttention(MultiHeadAttention):
     """``MultiHeadAttention`` with rotary embeddings applied to q and k after the heads split.
 
-    Same forward as the base class: query ``[batch, q_len, d_model]``, key/value
-    ``[batch, k_len, d_model]`` -> ``[batch, q_len, d_model]``. Through the ``transform_qk`` hook,
+    The same constructor arguments, defaults and forward as the base class, plus ``base``: query
+    ``[batch, q_len, d_model]``, key/value ``[batch, k_len, kdim/vdim]`` -> ``[batch, q_len,
+    d_model]`` (or ``(output, weights)`` with ``need_weights=True``). Through the ``transform_qk`` hook,
     key j is rotated to position j and query i to ``k_len - q_len + i`` (the base class's offset
     convention), so calling it with the last q_len tokens as the query and every token so far as
     key and value gives the last rows of the full pass (incremental decoding).
@@ -157,8 +157,11 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
-                 causal: bool = True, backend: str = "sdpa", base: float = 10000.0):
-        super().__init__(d_model, n_heads, dropout=dropout, bias=bias, causal=causal, backend=backend)
+                 causal: bool = False, kdim: int | None = None, vdim: int | None = None,
+                 backend: str = "sdpa", scale: float | None = None, cpu_bf16_sdpa_in_float32: bool = True,
+                 base: float = 10000.0):
+        super().__init__(d_model, n_heads, dropout=dropout, bias=bias, causal=causal, kdim=kdim, vdim=vdim,
+                         backend=backend, scale=scale, cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32)
         if self.d_head % 2:
             raise ValueError(f"rotary embeddings rotate channel pairs: d_head = d_model / n_heads must be even, "
                              f"got d_model={d_model}, n_heads={n_heads}, d_head={self.d_head}")
