@@ -50,14 +50,21 @@ REFERENCE = {
 
 
 def weights(ff):
-    """(W1, b1, V, c, W2, b2) as torch.nn.Linear stores them ([out, in]); None where absent."""
+    """(W1, b1, V, c, W2, b2) as torch.nn.Linear stores them ([out, in]); None where absent.
+
+    W1, b1 is the activated branch: the paper's W, b (`gate_proj`) when gated, W1, b1 (`up_proj`)
+    when ungated; V, c (`up_proj`) is the gated linear branch; W2, b2 is `down_proj`.
+    """
     if ff.fused:
-        w1, v = ff.layer1_and_gate.weight.chunk(2)  # first half: activation branch
-        b1, c = ff.layer1_and_gate.bias.chunk(2) if ff.layer1_and_gate.bias is not None else (None, None)
+        w1, v = ff.gate_up_proj.weight.chunk(2)  # first half: the gate (activated branch)
+        b1, c = ff.gate_up_proj.bias.chunk(2) if ff.gate_up_proj.bias is not None else (None, None)
+    elif ff.gated:
+        w1, b1 = ff.gate_proj.weight, ff.gate_proj.bias
+        v, c = ff.up_proj.weight, ff.up_proj.bias
     else:
-        w1, b1 = ff.layer1.weight, ff.layer1.bias
-        v, c = (ff.gate.weight, ff.gate.bias) if ff.gated else (None, None)
-    return w1, b1, v, c, ff.layer2.weight, ff.layer2.bias
+        w1, b1 = ff.up_proj.weight, ff.up_proj.bias
+        v, c = None, None
+    return w1, b1, v, c, ff.down_proj.weight, ff.down_proj.bias
 
 
 def affine(x, w, b):
@@ -125,6 +132,44 @@ def test_any_leading_dims_and_callable_activation():
     assert ff(torch.randn(2, 3, 4, D_MODEL, dtype=torch.float64)).shape == (2, 3, 4, D_MODEL)
 
 
+# ---- the paper's names: gate_proj (W, activated), up_proj (V, linear), down_proj (W2) ----
+
+@pytest.mark.parametrize("name", GATED)
+def test_gated_names_map_to_the_papers_formula(name):
+    """FFN_gated(x) = (f(x W) ⊗ x V) W2 with W = gate_proj, V = up_proj, W2 = down_proj (no biases)."""
+    torch.manual_seed(0)
+    ff = feed_forward_variant(name, D_MODEL, D_FF).double()
+    assert ff.gate_proj.bias is None and ff.up_proj.bias is None and ff.down_proj.bias is None
+    f = REFERENCE[name][0]
+    x = 3 * torch.randn(2, 5, D_MODEL, dtype=torch.float64)
+    expected = (f(x @ ff.gate_proj.weight.T) * (x @ ff.up_proj.weight.T)) @ ff.down_proj.weight.T
+    torch.testing.assert_close(ff(x), expected, atol=1e-10, rtol=0)
+
+
+def test_glu_applies_the_sigmoid_to_gate_proj():
+    """GLU's sigmoid acts on gate_proj's output; swapping the branches' roles gives another function."""
+    torch.manual_seed(0)
+    ff = feed_forward_variant("glu", D_MODEL, D_FF).double()
+    x = 3 * torch.randn(2, 5, D_MODEL, dtype=torch.float64)
+    gate, up, w2 = x @ ff.gate_proj.weight.T, x @ ff.up_proj.weight.T, ff.down_proj.weight.T
+    torch.testing.assert_close(ff(x), (torch.sigmoid(gate) * up) @ w2, atol=1e-10, rtol=0)
+    assert (ff(x) - (gate * torch.sigmoid(up)) @ w2).abs().max() > 1e-2  # not sigmoid on up_proj
+
+
+def test_seeded_init_unchanged_by_the_rename():
+    """Creation order is the activated branch first: the same seed gives gate_proj the first Linear's weights."""
+    torch.manual_seed(0)
+    ff = FeedForward(8, 12, gated=True)
+    torch.manual_seed(0)
+    first = torch.nn.Linear(8, 12)
+    second = torch.nn.Linear(8, 12)
+    assert torch.equal(ff.gate_proj.weight, first.weight) and torch.equal(ff.gate_proj.bias, first.bias)
+    assert torch.equal(ff.up_proj.weight, second.weight) and torch.equal(ff.up_proj.bias, second.bias)
+    torch.manual_seed(0)
+    ungated = FeedForward(8, 12)
+    assert torch.equal(ungated.up_proj.weight, first.weight)  # ungated: up_proj is the (activated) W1
+
+
 # ---- parameter counts ----
 
 @pytest.mark.parametrize("match_params", [False, True])
@@ -134,18 +179,19 @@ def test_param_count_equals_formula(name, bias, match_params):
     ff = feed_forward_variant(name, D_MODEL, D_FF, bias=bias, match_params=match_params)
     gated = VARIANTS[name][1]
     assert ff.d_ff == (matched_hidden_size(D_FF, gated) if match_params else D_FF)
-    expected = feed_forward_param_count(D_MODEL, ff.d_ff, gated, bias1=bias, bias2=bias, bias_gate=bias)
+    expected = feed_forward_param_count(D_MODEL, ff.d_ff, gated, gate_bias=bias, up_bias=bias, down_bias=bias)
     assert ff.num_parameters() == sum(p.numel() for p in ff.parameters()) == expected
 
 
 @pytest.mark.parametrize("gated", [False, True])
-@pytest.mark.parametrize("bias1, bias2, bias_gate", [(a, b, c) for a in (0, 1) for b in (0, 1) for c in (0, 1)])
-def test_param_count_formula_per_bias_switch(gated, bias1, bias2, bias_gate):
-    bias1, bias2, bias_gate = bool(bias1), bool(bias2), bool(bias_gate)
-    ff = FeedForward(D_MODEL, D_FF, gated=gated, bias1=bias1, bias2=bias2, bias_gate=bias_gate)
-    by_hand = (2 + gated) * D_MODEL * D_FF + D_FF * bias1 + D_MODEL * bias2 + D_FF * (gated and bias_gate)
+@pytest.mark.parametrize("gate_bias, up_bias, down_bias", [(a, b, c) for a in (0, 1) for b in (0, 1) for c in (0, 1)])
+def test_param_count_formula_per_bias_switch(gated, gate_bias, up_bias, down_bias):
+    gate_bias, up_bias, down_bias = bool(gate_bias), bool(up_bias), bool(down_bias)
+    ff = FeedForward(D_MODEL, D_FF, gated=gated, gate_bias=gate_bias, up_bias=up_bias, down_bias=down_bias)
+    # gate_bias exists only when gated (there is no gate_proj otherwise)
+    by_hand = (2 + gated) * D_MODEL * D_FF + D_FF * up_bias + D_MODEL * down_bias + D_FF * (gated and gate_bias)
     assert ff.num_parameters() == by_hand
-    assert feed_forward_param_count(D_MODEL, D_FF, gated, bias1, bias2, bias_gate) == by_hand
+    assert feed_forward_param_count(D_MODEL, D_FF, gated, gate_bias, up_bias, down_bias) == by_hand
 
 
 def test_paper_sizes():
@@ -173,13 +219,14 @@ def test_matched_gated_variants_within_one_percent(d_model, bias):
 
 # ---- bias switches ----
 
-@pytest.mark.parametrize("switch, module", [("bias1", "layer1"), ("bias_gate", "gate"), ("bias2", "layer2")])
+@pytest.mark.parametrize("switch, module", [("gate_bias", "gate_proj"), ("up_bias", "up_proj"),
+                                            ("down_bias", "down_proj")])
 def test_each_bias_switch(switch, module):
-    others_on = dict(bias1=True, bias2=True, bias_gate=True)
+    others_on = dict(gate_bias=True, up_bias=True, down_bias=True)
     off = FeedForward(D_MODEL, D_FF, activation="gelu", gated=True, **{**others_on, switch: False})
     assert getattr(off, module).bias is None
     assert f"{module}.bias" not in dict(off.named_parameters())
-    assert sum(getattr(off, m).bias is None for m in ("layer1", "gate", "layer2")) == 1  # only this one
+    assert sum(getattr(off, m).bias is None for m in ("gate_proj", "up_proj", "down_proj")) == 1  # only this one
 
     torch.manual_seed(0)
     on = FeedForward(D_MODEL, D_FF, activation="gelu", gated=True, **others_on).double()
@@ -199,8 +246,8 @@ def test_fused_equals_unfused_forward_and_gradients(name, bias):
     torch.manual_seed(0)
     plain = randomize_biases(feed_forward_variant(name, D_MODEL, D_FF, bias=bias).double())
     fused = fuse(plain)
-    assert fused.fused and not hasattr(fused, "layer1") and not hasattr(fused, "gate")
-    assert fused.layer1_and_gate.weight.shape == (2 * plain.d_ff, D_MODEL)
+    assert fused.fused and not hasattr(fused, "gate_proj") and not hasattr(fused, "up_proj")
+    assert fused.gate_up_proj.weight.shape == (2 * plain.d_ff, D_MODEL)
 
     x = torch.randn(2, 5, D_MODEL, dtype=torch.float64)
     x_plain, x_fused = x.clone().requires_grad_(), x.clone().requires_grad_()
@@ -211,13 +258,13 @@ def test_fused_equals_unfused_forward_and_gradients(name, bias):
     (out_plain * upstream).sum().backward()
     (out_fused * upstream).sum().backward()
     torch.testing.assert_close(x_fused.grad, x_plain.grad, atol=1e-12, rtol=0)
-    stacked_grad = torch.cat([plain.layer1.weight.grad, plain.gate.weight.grad])
-    torch.testing.assert_close(fused.layer1_and_gate.weight.grad, stacked_grad, atol=1e-12, rtol=0)
-    torch.testing.assert_close(fused.layer2.weight.grad, plain.layer2.weight.grad, atol=1e-12, rtol=0)
+    stacked_grad = torch.cat([plain.gate_proj.weight.grad, plain.up_proj.weight.grad])  # gate first
+    torch.testing.assert_close(fused.gate_up_proj.weight.grad, stacked_grad, atol=1e-12, rtol=0)
+    torch.testing.assert_close(fused.down_proj.weight.grad, plain.down_proj.weight.grad, atol=1e-12, rtol=0)
     if bias:
-        stacked_bias_grad = torch.cat([plain.layer1.bias.grad, plain.gate.bias.grad])
-        torch.testing.assert_close(fused.layer1_and_gate.bias.grad, stacked_bias_grad, atol=1e-12, rtol=0)
-        torch.testing.assert_close(fused.layer2.bias.grad, plain.layer2.bias.grad, atol=1e-12, rtol=0)
+        stacked_bias_grad = torch.cat([plain.gate_proj.bias.grad, plain.up_proj.bias.grad])
+        torch.testing.assert_close(fused.gate_up_proj.bias.grad, stacked_bias_grad, atol=1e-12, rtol=0)
+        torch.testing.assert_close(fused.down_proj.bias.grad, plain.down_proj.bias.grad, atol=1e-12, rtol=0)
 
 
 def test_unfuse_inverts_fuse_and_copies():
@@ -286,7 +333,9 @@ def test_unknown_variant_lists_valid_names():
     (dict(d_model=D_MODEL, d_ff=D_FF, dropout=1.5), ValueError, "dropout"),
     (dict(d_model=D_MODEL, d_ff=D_FF, dropout="0.1"), TypeError, "dropout"),
     (dict(d_model=D_MODEL, d_ff=D_FF, fused=True), ValueError, "gated"),
-    (dict(d_model=D_MODEL, d_ff=D_FF, gated=True, fused=True, bias_gate=False), ValueError, "bias_gate"),
+    (dict(d_model=D_MODEL, d_ff=D_FF, dropout=1.0), ValueError, "dropout"),
+    (dict(d_model=D_MODEL, d_ff=D_FF, gated=True, fused=True, up_bias=False), ValueError, "gate_bias == up_bias"),
+    (dict(d_model=D_MODEL, d_ff=D_FF, gated=True, fused=True, gate_bias=False), ValueError, "gate_bias == up_bias"),
 ])
 def test_bad_constructor_arguments(kwargs, error, argument):
     with pytest.raises(error, match=argument):
@@ -312,6 +361,20 @@ def test_bad_input():
         ff(torch.tensor(1.0))
     with pytest.raises(TypeError, match="x must be a torch.Tensor"):
         ff([[0.0] * D_MODEL])
+
+
+@pytest.mark.parametrize("gated", [False, True])
+def test_empty_sequence_raises(gated):
+    ff = FeedForward(D_MODEL, D_FF, gated=gated)
+    with pytest.raises(ValueError, match="empty sequence"):
+        ff(torch.randn(2, 0, D_MODEL))
+
+
+def test_dropout_one_raises_naming_dropout():
+    for make in (lambda: FeedForward(D_MODEL, D_FF, dropout=1.0),
+                 lambda: feed_forward_variant("swiglu", D_MODEL, D_FF, dropout=1.0)):
+        with pytest.raises(ValueError, match="dropout"):
+            make()
 
 
 def test_fuse_needs_a_gated_feed_forward():

@@ -18,7 +18,7 @@ def _float64_and_seed():
     torch.set_default_dtype(previous)
 
 
-# Two per-sample padding masks (True = real token): right padding, and holes + a padded start.
+# Two per-sample token masks (True = real token, False = padding): right padding, and holes + a padded start.
 MASK = torch.tensor([[True, True, True, False, False],
                      [False, True, False, True, True]])
 
@@ -38,7 +38,7 @@ def gelu(x):
     return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
 
 
-def sgu_loop(sgu, z, padding_mask=None, gate_residual=None):
+def sgu_loop(sgu, z, token_mask=None, gate_residual=None):
     """Z1[i] * (sum over visible keys j of W[i, j] norm(Z2)[j] + b[i] (+ residual)), by loops."""
     batch, seq, d_z = z.shape
     half = d_z // 2
@@ -49,7 +49,7 @@ def sgu_loop(sgu, z, padding_mask=None, gate_residual=None):
             for j in range(seq):
                 if sgu.causal and j > i:
                     continue
-                if padding_mask is not None and not padding_mask[b, j]:
+                if token_mask is not None and not token_mask[b, j]:
                     continue
                 normed = layer_norm(z[b, j, half:], sgu.norm.weight, sgu.norm.bias, sgu.norm.eps)
                 gate = gate + sgu.weight[i, j] * normed
@@ -70,7 +70,7 @@ def sgu_formula(sgu, z, n=None):
     return z1 * (torch.einsum("ij,bjc->bic", weight, normed) + sgu.bias[:n, None])
 
 
-def attention_formula(attn, x, padding_mask=None):
+def attention_formula(attn, x, token_mask=None):
     """softmax(q kᵀ / √d_attn) v, then proj; padded/future keys skipped; an empty row gives 0 before proj."""
     q, k, v = (x @ attn.qkv.weight.T + attn.qkv.bias).split(attn.d_attn, dim=-1)
     scores = q @ k.transpose(1, 2) / math.sqrt(attn.d_attn)
@@ -78,8 +78,8 @@ def attention_formula(attn, x, padding_mask=None):
     allowed = torch.ones(x.shape[0], seq, seq, dtype=torch.bool)
     if attn.causal:
         allowed &= torch.arange(seq)[None, :] <= torch.arange(seq)[:, None]
-    if padding_mask is not None:
-        allowed &= padding_mask[:, None, :]
+    if token_mask is not None:
+        allowed &= token_mask[:, None, :]
     e = torch.exp(scores - scores.max(-1, keepdim=True).values) * allowed
     weights = e / e.sum(-1, keepdim=True).clamp_min(1e-300)  # an empty row: 0 / tiny = 0
     return (weights @ v) @ attn.proj.weight.T + attn.proj.bias
@@ -329,19 +329,103 @@ BLOCK = GMLPBlock(6, 8, 5, tiny_attention=True, d_attn=4).double()
     (lambda: SGU([[1.0]]), TypeError, "z must be a torch.Tensor"),
     (lambda: SGU(torch.ones(2, 5, 6, dtype=torch.long)), TypeError, "z must be a floating-point"),
     (lambda: SGU(torch.randn(2, 5, 6), torch.ones(2, 4, dtype=torch.bool)), ValueError,
-     r"padding_mask must have shape \[batch, seq\]"),
-    (lambda: SGU(torch.randn(2, 5, 6), torch.ones(2, 5)), TypeError, "padding_mask must be a bool"),
+     r"token_mask must have shape \[batch, seq\]"),
+    (lambda: SGU(torch.randn(2, 5, 6), torch.ones(2, 5)), TypeError, "token_mask must be a bool"),
     (lambda: SGU(torch.randn(2, 5, 6), gate_residual=torch.randn(2, 5, 6)), ValueError, "gate_residual"),
     (lambda: SGU(torch.randn(2, 5, 6), gate_residual=torch.randn(1, 5, 3)), ValueError, "gate_residual"),
     (lambda: BLOCK(torch.randn(2, 5, 7)), ValueError, r"x must have shape \[batch, seq, d_model=6\]"),
     (lambda: BLOCK(torch.randn(5, 6)), ValueError, r"x must have shape \[batch, seq, d_model=6\]"),
     (lambda: BLOCK.mlp(torch.randn(2, 5, 7)), ValueError, r"x must have shape"),
-    (lambda: BLOCK(torch.randn(2, 5, 6), torch.ones(5, dtype=torch.bool)), ValueError, "padding_mask"),
+    (lambda: BLOCK(torch.randn(2, 5, 6), torch.ones(5, dtype=torch.bool)), ValueError, "token_mask"),
     (lambda: BLOCK.mlp.attention(torch.randn(2, 5, 5)), ValueError, r"d_in=6"),
+    (lambda: SGU(torch.randn(2, 0, 6)), ValueError, "z must hold at least one position"),
+    (lambda: BLOCK(torch.randn(2, 0, 6)), ValueError, "x must hold at least one position"),
+    (lambda: BLOCK.mlp(torch.randn(2, 0, 6)), ValueError, "x must hold at least one position"),
+    (lambda: BLOCK.mlp.attention(torch.randn(2, 0, 6)), ValueError, "x must hold at least one position"),
 ])
 def test_bad_input_raises_naming_the_argument(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+# The mask convention: True = real token. An inverted mask or a 0/1 mask is refused.
+
+MASK_TAKERS = {
+    "sgu": lambda: (SpatialGatingUnit(6, 5), torch.randn(2, 5, 6)),
+    "tiny_attention": lambda: (TinyAttention(6, 4, d_attn=3), torch.randn(2, 5, 6)),
+    "gated_mlp": lambda: (GatedMLP(6, 8, 5), torch.randn(2, 5, 6)),
+    "block": lambda: (GMLPBlock(6, 8, 5), torch.randn(2, 5, 6)),
+    "amlp": lambda: (GMLPBlock(6, 8, 5, tiny_attention=True, d_attn=4), torch.randn(2, 5, 6)),
+}
+
+
+@pytest.mark.parametrize("name", MASK_TAKERS)
+def test_token_mask_with_an_all_padding_sample_raises(name):
+    """A sample with no True is almost surely torch's key_padding_mask (True = padding): pass ~mask."""
+    module, x = MASK_TAKERS[name]()
+    module(x, MASK)  # the right sense runs
+    with pytest.raises(ValueError, match="~mask"):
+        module(x, ~torch.ones(2, 5, dtype=torch.bool))
+    one_sample_empty = MASK.clone()
+    one_sample_empty[1] = False
+    with pytest.raises(ValueError, match="~mask"):
+        module(x, one_sample_empty)
+
+
+@pytest.mark.parametrize("name", MASK_TAKERS)
+def test_int_token_mask_raises_type_error(name):
+    module, x = MASK_TAKERS[name]()
+    with pytest.raises(TypeError, match="token_mask must be a bool"):
+        module(x, MASK.long())
+
+
+@pytest.mark.parametrize("name", MASK_TAKERS)
+def test_zero_length_sequence_raises(name):
+    module, x = MASK_TAKERS[name]()
+    with pytest.raises(ValueError, match="empty sequence"):
+        module(x[:, :0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Dropout on the gate's output Z̃.
+
+
+@pytest.mark.parametrize("cls", [GatedMLP, GMLPBlock])
+def test_dropout_acts_in_training_only(cls):
+    module = randomise(cls(6, 8, 5, dropout=0.5))
+    mlp = module if cls is GatedMLP else module.mlp
+    assert mlp.dropout.p == 0.5
+    x = torch.randn(2, 5, 6)
+    module.eval()
+    evaluated = module(x)
+    assert torch.equal(module(x), evaluated)
+    module.train()
+    assert not torch.allclose(module(x), evaluated)
+    # dropout=0 (the default) is the identity in training too
+    plain = cls(6, 8, 5)
+    plain.load_state_dict(module.state_dict())
+    torch.testing.assert_close(plain.train()(x), evaluated, rtol=0, atol=0)
+
+
+def test_dropout_on_the_sgu_output():
+    mlp = randomise(GatedMLP(6, 8, 5, dropout=0.5)).train()
+    seen = {}
+    mlp.dropout.register_forward_hook(lambda module, args, out: seen.update(hidden=args[0], dropped=out))
+    x = torch.randn(2, 5, 6)
+    out = mlp(x)
+    z = gelu(x @ mlp.proj_in.weight.T + mlp.proj_in.bias)
+    torch.testing.assert_close(seen["hidden"], sgu_formula(mlp.sgu, z), rtol=1e-10, atol=1e-10)
+    kept = seen["dropped"] != 0
+    torch.testing.assert_close(seen["dropped"][kept], 2 * seen["hidden"][kept], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out, seen["dropped"] @ mlp.proj_out.weight.T + mlp.proj_out.bias,
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dropout, error", [(1.0, ValueError), (-0.1, ValueError), ("0.1", TypeError)])
+@pytest.mark.parametrize("cls", [GatedMLP, GMLPBlock])
+def test_bad_dropout_raises(cls, dropout, error):
+    with pytest.raises(error, match="dropout"):
+        cls(6, 8, 5, dropout=dropout)
 
 
 # ---------------------------------------------------------------------------------------------

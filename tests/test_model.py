@@ -12,18 +12,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mixers.alibi import AlibiMultiHeadAttention
 from mixers.attention import MultiHeadAttention
 from mixers.feed_forward import feed_forward_variant
+from mixers.gmlp import GatedMLP, gmlp_param_count
 from mixers.model import (
     CHANNEL_MIXERS,
     TOKEN_MIXERS,
     Block,
     LanguageModel,
     ModelConfig,
+    TokenMixer,
     register_channel_mixer,
     register_token_mixer,
 )
-from mixers.positions import POSITION_SCHEMES
+from mixers.positions import POSITION_SCHEMES, RotaryMultiHeadAttention
 
 VOCAB = 65
 SEQ = 16
@@ -47,6 +50,7 @@ def test_model_config_defaults_and_to_dict():
     config = ModelConfig(vocab_size=65)
     d = config.to_dict()
     assert d["vocab_size"] == 65 and d["token_mixer"] == "attention" and d["positions"] == "learned"
+    assert d["channel_mixer"] == "gelu" and d["attention_scale"] is None and d["d_ff"] is None
     assert ModelConfig(**d) == config
 
 
@@ -55,14 +59,16 @@ def test_model_config_defaults_and_to_dict():
     [
         (dict(d_model=30, n_heads=4), r"d_model \(30\) must be divisible by n_heads \(4\)"),
         (dict(positions="rotary"), r"positions must be one of \('none', 'learned', 'sinusoidal'\)"),
-        (dict(dropout=1.0), r"dropout must lie in \[0, 1\)"),
+        (dict(dropout=1.0), r"dropout must be a probability in \[0, 1\)"),
         (dict(dropout=-0.1), "dropout"),
         (dict(vocab_size=0), "vocab_size must be a positive int"),
         (dict(block_size=-1), "block_size"),
         (dict(d_model=0), "d_model"),
         (dict(n_layers=0), "n_layers"),
         (dict(n_heads=0), "n_heads"),
-        (dict(d_model=32.0), "d_model"),
+        (dict(d_ff=0), "d_ff"),
+        (dict(attention_scale=0.0), "scale"),
+        (dict(attention_scale=float("inf")), "scale"),
     ],
 )
 def test_model_config_rejects_bad_values(overrides, match):
@@ -70,16 +76,23 @@ def test_model_config_rejects_bad_values(overrides, match):
         ModelConfig(**{**TINY, **overrides})
 
 
+@pytest.mark.parametrize("overrides, match", [(dict(d_model=32.0), "d_model"), (dict(n_layers=True), "n_layers"),
+                                              (dict(dropout="0.1"), "dropout")])
+def test_model_config_rejects_wrong_types(overrides, match):
+    with pytest.raises(TypeError, match=match):
+        ModelConfig(**{**TINY, **overrides})
+
+
 def test_unknown_token_mixer_lists_registered_ones():
     with pytest.raises(ValueError, match="unknown token_mixer 'nope'") as info:
-        LanguageModel(ModelConfig(**TINY, token_mixer="nope"))
+        ModelConfig(**TINY, token_mixer="nope")  # at construction, before any model is built
     assert "attention" in str(info.value)
     assert str(sorted(TOKEN_MIXERS)) in str(info.value)
 
 
 def test_unknown_channel_mixer_lists_registered_ones():
     with pytest.raises(ValueError, match="unknown channel_mixer 'swishglu'") as info:
-        LanguageModel(ModelConfig(**TINY, channel_mixer="swishglu"))
+        ModelConfig(**TINY, channel_mixer="swishglu")  # at construction, before any model is built
     message = str(info.value)
     for name in ("relu", "gelu", "swish", "glu", "bilinear", "reglu", "geglu", "swiglu", "none"):
         assert repr(name) in message
@@ -88,7 +101,110 @@ def test_unknown_channel_mixer_lists_registered_ones():
 def test_registry_holds_the_feed_forward_variants():
     assert {"relu", "gelu", "swish", "glu", "bilinear", "reglu", "geglu", "swiglu", "none"} <= set(CHANNEL_MIXERS)
     assert CHANNEL_MIXERS["none"] is None
-    assert "attention" in TOKEN_MIXERS
+    assert {"attention", "alibi", "rotary", "gmlp", "amlp"} <= set(TOKEN_MIXERS)
+    assert all(isinstance(entry, TokenMixer) and callable(entry.build) for entry in TOKEN_MIXERS.values())
+    flags = {name: (TOKEN_MIXERS[name].positions_inside, TOKEN_MIXERS[name].mixes_channels)
+             for name in ("attention", "alibi", "rotary", "gmlp", "amlp")}
+    assert flags == {"attention": (False, False), "alibi": (True, False), "rotary": (True, False),
+                     "gmlp": (True, True), "amlp": (True, True)}
+
+
+# ---------------------------------------------------------------------------------------------
+# What ModelConfig derives from the token mixer, and what it refuses.
+
+INSIDE_POSITIONS = ["alibi", "rotary", "gmlp", "amlp"]  # encode positions themselves
+MIXES_CHANNELS = ["gmlp", "amlp"]  # their block replaces both sub-layers
+
+
+@pytest.mark.parametrize("token_mixer", INSIDE_POSITIONS)
+def test_positions_default_to_none_where_the_mixer_encodes_them(token_mixer):
+    assert ModelConfig(vocab_size=65, token_mixer=token_mixer).positions == "none"
+    assert ModelConfig(vocab_size=65, token_mixer=token_mixer, positions="none").positions == "none"
+
+
+def test_positions_default_to_learned_for_attention():
+    assert ModelConfig(vocab_size=65, token_mixer="attention").positions == "learned"
+    assert ModelConfig(vocab_size=65, token_mixer="attention", positions="sinusoidal").positions == "sinusoidal"
+
+
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("token_mixer", INSIDE_POSITIONS)
+def test_positions_twice_are_refused(token_mixer, positions):
+    with pytest.raises(ValueError, match="positions='none'"):
+        ModelConfig(vocab_size=65, token_mixer=token_mixer, positions=positions)
+
+
+@pytest.mark.parametrize("token_mixer", MIXES_CHANNELS)
+def test_channel_mixer_defaults_to_none_for_gmlp(token_mixer):
+    assert ModelConfig(vocab_size=65, token_mixer=token_mixer).channel_mixer == "none"
+    for other in ("attention", "alibi", "rotary"):
+        assert ModelConfig(vocab_size=65, token_mixer=other).channel_mixer == "gelu"
+
+
+@pytest.mark.parametrize("channel_mixer", ["gelu", "swiglu"])
+@pytest.mark.parametrize("token_mixer", MIXES_CHANNELS)
+def test_feed_forward_after_gmlp_is_refused(token_mixer, channel_mixer):
+    with pytest.raises(ValueError, match="channel_mixer='none'"):
+        ModelConfig(vocab_size=65, token_mixer=token_mixer, channel_mixer=channel_mixer)
+
+
+GMLP_TINY = dict(vocab_size=VOCAB, d_model=32, block_size=16, n_layers=1)
+
+
+@pytest.mark.parametrize("token_mixer", MIXES_CHANNELS)
+def test_gmlp_width_comes_from_d_ff(token_mixer):
+    model = LanguageModel(ModelConfig(**GMLP_TINY, token_mixer=token_mixer, d_ff=64))
+    (block,) = model.blocks
+    assert isinstance(block.token_mixer, GatedMLP) and block.token_mixer.d_ffn == 64
+    assert block.token_mixer.sgu.seq_len == 16 and block.token_mixer.sgu.causal
+    assert (block.token_mixer.attention is not None) == (token_mixer == "amlp")
+    default = LanguageModel(ModelConfig(**GMLP_TINY, token_mixer=token_mixer, d_ff=None))
+    assert default.blocks[0].token_mixer.d_ffn == 6 * 32
+
+
+@pytest.mark.parametrize("token_mixer", MIXES_CHANNELS)
+def test_gmlp_odd_d_ff_raises(token_mixer):
+    with pytest.raises(ValueError, match="d_ff must be even"):
+        LanguageModel(ModelConfig(**GMLP_TINY, token_mixer=token_mixer, d_ff=63))
+
+
+@pytest.mark.parametrize("token_mixer", MIXES_CHANNELS)
+def test_gmlp_dropout_comes_from_the_config(token_mixer):
+    model = LanguageModel(ModelConfig(**GMLP_TINY, token_mixer=token_mixer, dropout=0.25))
+    assert model.blocks[0].token_mixer.dropout.p == 0.25
+    assert LanguageModel(ModelConfig(**GMLP_TINY, token_mixer=token_mixer)).blocks[0].token_mixer.dropout.p == 0.0
+
+
+@pytest.mark.parametrize("d_ff", [None, 64])
+@pytest.mark.parametrize("token_mixer", MIXES_CHANNELS)
+def test_gmlp_blocks_have_the_papers_parameter_count(token_mixer, d_ff):
+    """Block(norm, GatedMLP, None) is exactly a GMLPBlock: no second norm, no feed-forward."""
+    config = ModelConfig(**{**GMLP_TINY, "n_layers": 2}, token_mixer=token_mixer, d_ff=d_ff)
+    model = LanguageModel(config)
+    d_ffn = 6 * 32 if d_ff is None else d_ff
+    expected = gmlp_param_count(32, d_ffn, 16, tiny_attention=token_mixer == "amlp")
+    for block in model.blocks:
+        assert block.channel_mixer is None and block.norm_2 is None
+        assert sum(p.numel() for p in block.parameters()) == expected
+    # the whole model: embeddings, blocks, final norm, head; no position table
+    assert model.num_parameters() == VOCAB * 32 + 2 * expected + 2 * 32 + 32 * VOCAB
+
+
+ATTENTION_CLASSES = {"attention": MultiHeadAttention, "alibi": AlibiMultiHeadAttention,
+                     "rotary": RotaryMultiHeadAttention}
+
+
+@pytest.mark.parametrize("token_mixer", list(ATTENTION_CLASSES))
+def test_attention_scale_reaches_every_attention_layer(token_mixer):
+    model = tiny_model(token_mixer=token_mixer, attention_scale=1.0)
+    assert len(model.blocks) == TINY["n_layers"]
+    for block in model.blocks:
+        assert type(block.token_mixer) is ATTENTION_CLASSES[token_mixer]
+        assert block.token_mixer.scale == 1.0 and block.token_mixer.causal
+    default = tiny_model(token_mixer=token_mixer)
+    assert all(block.token_mixer.scale is None for block in default.blocks)  # None = 1/sqrt(d_head)
+    x = random_ids(2, SEQ)
+    assert not torch.allclose(model(x)[0], default(x)[0], atol=1e-4)  # same seed, same weights
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,10 +239,16 @@ def test_initial_loss_is_close_to_uniform():
 
 def test_forward_rejects_bad_inputs():
     model = tiny_model()
-    with pytest.raises(ValueError, match="idx must be int64"):
+    with pytest.raises(TypeError, match="idx must be an int64 tensor"):
         model(torch.zeros(2, 4))
-    with pytest.raises(ValueError, match="idx must be int64"):
+    with pytest.raises(TypeError, match="idx must be an int64 tensor"):
+        model(torch.zeros(2, 4, dtype=torch.int32))
+    with pytest.raises(TypeError, match="idx must be an int64 tensor"):
+        model([[1, 2, 3]])
+    with pytest.raises(ValueError, match=r"idx must have shape \[batch, seq\]"):
         model(torch.zeros(8, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"idx must have shape \[batch, seq\] with seq >= 1, got \(2, 0\)"):
+        model(torch.zeros(2, 0, dtype=torch.long))
     with pytest.raises(ValueError, match="targets must have the shape of idx"):
         model(random_ids(2, 8), random_ids(2, 7))
 
@@ -172,6 +294,26 @@ def test_logits_have_zero_gradient_wrt_future_embeddings(positions, channel_mixe
         (grad,) = torch.autograd.grad(logits[:, t].sum(), emb, retain_graph=True)
         assert torch.count_nonzero(grad[:, t + 1:]) == 0, f"logits at {t} depend on later positions"
         # the position itself and (through the token mixer) every earlier one do matter
+        assert (grad[:, : t + 1].abs().sum(dim=-1) > 0).all()
+
+
+TOKEN_MIXER_NAMES = ["attention", "alibi", "rotary", "gmlp", "amlp"]
+
+
+@pytest.mark.parametrize("token_mixer", TOKEN_MIXER_NAMES)
+def test_every_token_mixer_is_causal(token_mixer):
+    """Autograd: logits at t have zero gradient w.r.t. the embeddings after t, for each registered mixer."""
+    model = tiny_model(token_mixer=token_mixer)
+    captured = {}
+    handle = model.token_embedding.register_forward_hook(lambda m, i, out: captured.update(emb=out))
+    try:
+        logits, _ = model(random_ids(2, SEQ))
+    finally:
+        handle.remove()
+    emb = captured["emb"]
+    for t in range(SEQ):
+        (grad,) = torch.autograd.grad(logits[:, t].sum(), emb, retain_graph=True)
+        assert torch.count_nonzero(grad[:, t + 1:]) == 0, f"{token_mixer}: logits at {t} depend on later positions"
         assert (grad[:, : t + 1].abs().sum(dim=-1) > 0).all()
 
 
@@ -294,7 +436,8 @@ def test_register_token_mixer_makes_it_buildable(registered_names):
         return CumulativeMean(config.d_model)
 
     assert register_token_mixer(name)(factory) is factory
-    assert TOKEN_MIXERS[name] is factory
+    assert TOKEN_MIXERS[name] == TokenMixer(factory, positions_inside=False, mixes_channels=False)
+    assert TOKEN_MIXERS[name].build is factory
     model = tiny_model(token_mixer=name, channel_mixer="swiglu")
     assert len(seen) == TINY["n_layers"] and seen[0].d_model == 32 and seen[0].token_mixer == name
     assert all(isinstance(b.token_mixer, CumulativeMean) for b in model.blocks)
@@ -306,13 +449,25 @@ def test_register_token_mixer_makes_it_buildable(registered_names):
     changed[:, 8:] = (changed[:, 8:] + 1) % VOCAB
     torch.testing.assert_close(model(changed)[0][:, :8], logits[:, :8], atol=1e-6, rtol=0)
     with pytest.raises(ValueError, match=re.escape(name)):
-        LanguageModel(ModelConfig(**TINY, token_mixer="still_unknown"))
+        ModelConfig(**TINY, token_mixer="still_unknown")
+
+
+def test_register_token_mixer_flags_drive_the_defaults(registered_names):
+    name = "test_cumulative_mean_with_positions"
+    registered_names.append(name)
+    register_token_mixer(name, positions_inside=True, mixes_channels=True)(lambda c: CumulativeMean(c.d_model))
+    config = ModelConfig(**TINY, token_mixer=name)
+    assert config.positions == "none" and config.channel_mixer == "none"
+    model = LanguageModel(config)
+    assert model.positions(SEQ) is None and all(b.channel_mixer is None for b in model.blocks)
+    with pytest.raises(ValueError, match="positions='none'"):
+        ModelConfig(**TINY, token_mixer=name, positions="sinusoidal")
 
 
 def test_registered_mixer_is_gone_after_cleanup():
     assert "test_cumulative_mean" not in TOKEN_MIXERS
     with pytest.raises(ValueError, match="unknown token_mixer 'test_cumulative_mean'"):
-        LanguageModel(ModelConfig(**TINY, token_mixer="test_cumulative_mean"))
+        ModelConfig(**TINY, token_mixer="test_cumulative_mean")
 
 
 def test_register_channel_mixer_makes_it_buildable(registered_names):

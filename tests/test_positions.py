@@ -6,12 +6,14 @@ defining properties (relative positions, causality, incremental decoding) and a 
 from its own weights with torch's SDPA.
 """
 
+import inspect
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from mixers.attention import MultiHeadAttention
 from mixers.positions import (
     LearnedPositions,
     RotaryMultiHeadAttention,
@@ -149,15 +151,15 @@ def test_rotary_bad_arguments_name_them():
 # RotaryMultiHeadAttention
 
 
-def make_rotary(backend="sdpa", causal=True):
-    module = RotaryMultiHeadAttention(16, 2, causal=causal, backend=backend).to(DT)
+def make_rotary(backend="sdpa", causal=True, **kwargs):
+    module = RotaryMultiHeadAttention(16, 2, causal=causal, backend=backend, **kwargs).to(DT)
     with torch.no_grad():
         for p in module.parameters():
             p.normal_(0.0, 0.5)
     return module.eval()
 
 
-def reference_rotary_mha(module, x):
+def reference_rotary_mha(module, x, scale=None):
     """From the module's weights: split heads, rotate with the brute-force loop, torch's SDPA."""
     batch, seq, _ = x.shape
 
@@ -166,7 +168,7 @@ def reference_rotary_mha(module, x):
 
     q = brute_rotary(split(module.q_proj(x)), range(seq))
     k = brute_rotary(split(module.k_proj(x)), range(seq))
-    out = F.scaled_dot_product_attention(q, k, split(module.v_proj(x)), is_causal=module.causal)
+    out = F.scaled_dot_product_attention(q, k, split(module.v_proj(x)), is_causal=module.causal, scale=scale)
     return module.out_proj(out.transpose(1, 2).reshape(batch, seq, 16))
 
 
@@ -192,3 +194,77 @@ def test_rotary_incremental_decoding_equals_the_full_pass(backend):
 def test_rotary_attention_needs_an_even_head_width():
     with pytest.raises(ValueError, match="d_head"):
         RotaryMultiHeadAttention(6, 2)  # d_head = 3
+
+
+# The same arguments and defaults as MultiHeadAttention: causal=False, kdim, vdim, scale.
+
+
+def test_rotary_attention_has_the_base_class_arguments_and_defaults():
+    base = dict(inspect.signature(MultiHeadAttention).parameters)
+    rotary = dict(inspect.signature(RotaryMultiHeadAttention).parameters)
+    assert list(rotary)[-1] == "base"  # its own argument, last
+    rotary.pop("base")
+    assert list(rotary) == list(base)
+    assert {n: p.default for n, p in rotary.items()} == {n: p.default for n, p in base.items()}
+
+
+def test_rotary_attention_is_not_causal_by_default():
+    module = RotaryMultiHeadAttention(16, 2)
+    assert module.causal is False
+    x = torch.randn(1, 6, 16)
+    y = x.clone()
+    y[:, 4] += 1.0
+    with torch.no_grad():  # position 0 reads position 4: not causal
+        assert (module(x)[:, 0] - module(y)[:, 0]).abs().max() > 1e-6
+
+
+def reference_rotary_cross(module, query, key, value, scale=None, token_mask=None):
+    """Cross-attention from the module's weights: key j rotated to position j, query i to
+    k_len - q_len + i (brute-force loop), then torch's SDPA."""
+    batch, q_len, _ = query.shape
+    k_len = key.shape[1]
+
+    def split(t):
+        return t.view(batch, t.shape[1], 2, 8).transpose(1, 2)
+
+    q = brute_rotary(split(module.q_proj(query)), range(k_len - q_len, k_len))
+    k = brute_rotary(split(module.k_proj(key)), range(k_len))
+    attn_mask = None if token_mask is None else token_mask[:, None, None, :]
+    out = F.scaled_dot_product_attention(q, k, split(module.v_proj(value)), attn_mask=attn_mask, scale=scale)
+    return module.out_proj(out.transpose(1, 2).reshape(batch, q_len, 16))
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_rotary_cross_attention_with_kdim_vdim(backend):
+    module = make_rotary(backend, causal=False, kdim=6, vdim=10)
+    assert module.k_proj.in_features == 6 and module.v_proj.in_features == 10
+    query, key, value = (torch.randn(2, 3, 16, dtype=DT), torch.randn(2, 5, 6, dtype=DT),
+                         torch.randn(2, 5, 10, dtype=DT))
+    token_mask = torch.tensor([[True, True, True, False, False], [False, True, True, True, True]])
+    with torch.no_grad():
+        out = module(query, key, value)
+        assert out.shape == (2, 3, 16)
+        torch.testing.assert_close(out, reference_rotary_cross(module, query, key, value), atol=ATOL, rtol=0)
+        torch.testing.assert_close(module(query, key, value, token_mask=token_mask),
+                                   reference_rotary_cross(module, query, key, value, token_mask=token_mask),
+                                   atol=ATOL, rtol=0)
+    with pytest.raises(ValueError, match="kdim=6"):
+        module(query, torch.randn(2, 5, 16, dtype=DT), value)
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_rotary_attention_scale(backend):
+    torch.manual_seed(0)
+    scaled = make_rotary(backend, causal=True)
+    torch.manual_seed(0)
+    unscaled = make_rotary(backend, causal=True, scale=1.0)
+    assert unscaled.scale == 1.0 and scaled.scale is None
+    x = torch.randn(2, 5, 16, dtype=DT)
+    with torch.no_grad():
+        out_scaled, out_unscaled = scaled(x), unscaled(x)
+        torch.testing.assert_close(out_unscaled, reference_rotary_mha(unscaled, x, scale=1.0), atol=ATOL, rtol=0)
+        torch.testing.assert_close(out_scaled, reference_rotary_mha(scaled, x), atol=ATOL, rtol=0)
+    assert (out_scaled - out_unscaled).abs().max() > 1e-3  # same weights, different scale
+    with pytest.raises(ValueError, match="scale"):
+        RotaryMultiHeadAttention(16, 2, scale=0.0)
+

@@ -9,9 +9,18 @@ contract back to `d_model`:
 "GLU Variants Improve Transformer" (Shazeer, 2020) multiplies the activated branch
 element-wise with a second, purely linear projection of the same input:
 
-    FFN_gated(x) = (f(x W1 + b1) ⊗ (x V + c)) W2 + b2
+    FFN_gated(x) = (f(x W + b) ⊗ (x V + c)) W2 + b2
 
-with W1, V: [d_model, d_ff] and W2: [d_ff, d_model]. The paper's variants:
+with W, V: [d_model, d_ff] and W2: [d_ff, d_model]. As in Dauphin et al.'s GLU, the *gate* is
+the activated branch f(x W + b) (a sigmoid in the original GLU), and it gates the linear branch
+x V + c. The module's names follow that, as LLaMA-style code does:
+
+    paper        module        what it is
+    W, b         gate_proj     the gate: the branch that passes through f (gated variants only)
+    V, c         up_proj       the linear branch that is gated; in an ungated FFN, W1, b1 (activated)
+    W2, b2       down_proj     back to d_model
+
+The paper's variants:
 
     name      f          gated     name      f          gated
     relu      max(0, z)  no        bilinear  z          yes
@@ -32,6 +41,11 @@ import copy
 
 import torch
 from torch import nn
+
+from ._checks import check_dropout, check_positive_int
+
+__all__ = ["ACTIVATIONS", "VARIANTS", "FeedForward", "fuse", "unfuse", "matched_hidden_size",
+           "feed_forward_param_count", "feed_forward_variant"]
 
 # Activation names -> modules (modules, so that `print(ff)` shows which one).
 ACTIVATIONS = {
@@ -56,14 +70,6 @@ VARIANTS = {
 }
 
 
-def _check_positive_int(name, value):
-    # bool is a subclass of int, but FeedForward(True, 4) is surely a mistake
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a positive int, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-
-
 def _make_activation(activation):
     if isinstance(activation, str):
         if activation not in ACTIVATIONS:
@@ -75,46 +81,47 @@ def _make_activation(activation):
 
 
 class FeedForward(nn.Module):
-    """`f(x W1 + b1) W2 + b2`, or gated `(f(x W1 + b1) ⊗ (x V + c)) W2 + b2`.
+    """`f(x W1 + b1) W2 + b2`, or gated `(f(x W + b) ⊗ (x V + c)) W2 + b2`.
 
-    x: [batch, seq, d_model] (any leading dims) -> [batch, seq, d_model].
-    Submodules: `layer1` (W1, b1), `gate` (V, c; only when gated), `layer2` (W2, b2),
-    `dropout` (on the [batch, seq, d_ff] hidden layer, after the gate product).
-    `fused=True` (gated only) holds W1 and V stacked in one `layer1_and_gate`
-    Linear(d_model, 2 * d_ff) — one matmul instead of two; the first half of its
-    output is the activation branch, the second half the linear branch. It then
-    needs `bias1 == bias_gate`, since one Linear has one bias switch.
-    `activation` is a name in `ACTIVATIONS` or any callable on tensors.
+    x: [batch, seq, d_model] (any leading dims, at least one position) -> [batch, seq, d_model].
+    Submodules, named after what they do (see the module docstring for the paper's letters):
+
+    - ungated: `up_proj` (W1, b1; its output goes through the activation), `down_proj` (W2, b2);
+    - gated: `gate_proj` (W, b; the gate, activated), `up_proj` (V, c; the linear branch it
+      gates), `down_proj` (W2, b2);
+    - `dropout` on the [batch, seq, d_ff] hidden layer, after the gate product.
+
+    `fused=True` (gated only) holds W and V stacked in one `gate_up_proj` = Linear(d_model,
+    2 * d_ff): one matmul instead of two; the first half of its output is the gate, the second
+    half the linear branch. It then needs `gate_bias == up_bias`, since one Linear has one bias
+    switch. `activation` is a name in `ACTIVATIONS` or any callable on tensors.
     """
 
     def __init__(self, d_model, d_ff, activation="relu", gated=False, dropout=0.0,
-                 bias1=True, bias2=True, bias_gate=True, fused=False):
+                 gate_bias=True, up_bias=True, down_bias=True, fused=False):
         super().__init__()
-        _check_positive_int("d_model", d_model)
-        _check_positive_int("d_ff", d_ff)
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-            raise TypeError(f"dropout must be a float probability in [0, 1], got {dropout!r}")
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"dropout must be a probability in [0, 1], got {dropout}")
+        check_positive_int("d_model", d_model)
+        check_positive_int("d_ff", d_ff)
+        check_dropout(dropout)
         if fused and not gated:
             raise ValueError("fused=True needs gated=True: only a gated FFN has two input projections to fuse")
-        if fused and bias1 != bias_gate:
-            raise ValueError(f"fused=True needs bias1 == bias_gate (one Linear holds both), "
-                             f"got bias1={bias1}, bias_gate={bias_gate}")
+        if fused and gate_bias != up_bias:
+            raise ValueError(f"fused=True needs gate_bias == up_bias (one Linear holds both), "
+                             f"got gate_bias={gate_bias}, up_bias={up_bias}")
         self.d_model, self.d_ff = d_model, d_ff
         self.gated, self.fused = gated, fused
-        self.bias1, self.bias2, self.bias_gate = bias1, bias2, bias_gate
+        self.gate_bias, self.up_bias, self.down_bias = gate_bias, up_bias, down_bias
         self.activation = _make_activation(activation)
+        # Creation order (activated branch first) fixes the initial weights a seed gives.
         if fused:
-            self.layer1_and_gate = nn.Linear(d_model, 2 * d_ff, bias=bias1)
+            self.gate_up_proj = nn.Linear(d_model, 2 * d_ff, bias=gate_bias)
+        elif gated:
+            self.gate_proj = nn.Linear(d_model, d_ff, bias=gate_bias)
+            self.up_proj = nn.Linear(d_model, d_ff, bias=up_bias)
         else:
-            self.layer1 = nn.Linear(d_model, d_ff, bias=bias1)
-            if gated:
-                # the linear branch x V + c that multiplies f(x W1 + b1); named `gate`
-                # after the seed's `bias_gate`, although in GLU the sigmoid side gates
-                self.gate = nn.Linear(d_model, d_ff, bias=bias_gate)
+            self.up_proj = nn.Linear(d_model, d_ff, bias=up_bias)
         self.dropout = nn.Dropout(dropout)
-        self.layer2 = nn.Linear(d_ff, d_model, bias=bias2)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=down_bias)
 
     def forward(self, x):
         """x: [batch, seq, d_model] -> [batch, seq, d_model]."""
@@ -122,16 +129,16 @@ class FeedForward(nn.Module):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         if x.ndim == 0 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape [..., d_model={self.d_model}], got {tuple(x.shape)}")
+        if x.numel() == 0:
+            raise ValueError(f"x must hold at least one position, got shape {tuple(x.shape)} (an empty sequence)")
         if self.fused:
-            pre_activation, linear_branch = self.layer1_and_gate(x).chunk(2, dim=-1)
+            gate, linear_branch = self.gate_up_proj(x).chunk(2, dim=-1)
+            hidden = self.activation(gate) * linear_branch
+        elif self.gated:
+            hidden = self.activation(self.gate_proj(x)) * self.up_proj(x)   # [batch, seq, d_ff]
         else:
-            pre_activation = self.layer1(x)  # [batch, seq, d_ff]
-            linear_branch = self.gate(x) if self.gated else None
-        hidden = self.activation(pre_activation)
-        if linear_branch is not None:
-            hidden = hidden * linear_branch
-        hidden = self.dropout(hidden)
-        return self.layer2(hidden)
+            hidden = self.activation(self.up_proj(x))
+        return self.down_proj(self.dropout(hidden))
 
     def num_parameters(self):
         """Number of scalar parameters (equals `feed_forward_param_count` for the built-in activations)."""
@@ -149,30 +156,29 @@ def _converted(ff, fused):
     if ff.fused == fused:
         return copy.deepcopy(ff)
     new = FeedForward(ff.d_model, ff.d_ff, copy.deepcopy(ff.activation), gated=True, dropout=ff.dropout.p,
-                      bias1=ff.bias1, bias2=ff.bias2, bias_gate=ff.bias_gate, fused=fused)
-    new.to(ff.layer2.weight)  # same dtype and device
+                      gate_bias=ff.gate_bias, up_bias=ff.up_bias, down_bias=ff.down_bias, fused=fused)
+    new.to(ff.down_proj.weight)  # same dtype and device
     new.train(ff.training)
-    # everything except the input projections carries over unchanged (layer2, a PReLU's weight...)
-    projections = ("layer1", "gate", "layer1_and_gate")
+    # everything except the input projections carries over unchanged (down_proj, a PReLU's weight...)
+    projections = ("gate_proj", "up_proj", "gate_up_proj")
     state = {k: v for k, v in ff.state_dict().items() if k.split(".")[0] not in projections}
-    if fused:  # stack [W1; V] along the output dim: weight [2 * d_ff, d_model]
-        for kind in ("weight", "bias") if ff.bias1 else ("weight",):
-            state[f"layer1_and_gate.{kind}"] = torch.cat([getattr(ff.layer1, kind), getattr(ff.gate, kind)])
+    if fused:  # stack [W; V] along the output dim: weight [2 * d_ff, d_model]
+        for kind in ("weight", "bias") if ff.gate_bias else ("weight",):
+            state[f"gate_up_proj.{kind}"] = torch.cat([getattr(ff.gate_proj, kind), getattr(ff.up_proj, kind)])
     else:
-        for kind in ("weight", "bias") if ff.bias1 else ("weight",):
-            first, second = getattr(ff.layer1_and_gate, kind).chunk(2)
-            state[f"layer1.{kind}"], state[f"gate.{kind}"] = first, second
+        for kind in ("weight", "bias") if ff.gate_bias else ("weight",):
+            state[f"gate_proj.{kind}"], state[f"up_proj.{kind}"] = getattr(ff.gate_up_proj, kind).chunk(2)
     new.load_state_dict(state)  # copies, so the two modules share no storage
     return new
 
 
 def fuse(ff):
-    """A copy of gated `ff` with W1 and V in one `layer1_and_gate`: the same function, one matmul."""
+    """A copy of gated `ff` with W and V in one `gate_up_proj`: the same function, one matmul."""
     return _converted(ff, fused=True)
 
 
 def unfuse(ff):
-    """A copy of gated `ff` with `layer1_and_gate` split back into `layer1` and `gate`."""
+    """A copy of gated `ff` with `gate_up_proj` split back into `gate_proj` and `up_proj`."""
     return _converted(ff, fused=False)
 
 
@@ -183,18 +189,18 @@ def matched_hidden_size(d_ff, gated):
     integer (never a tie: 2 d_ff / 3 ends in .0, .33 or .67), e.g. 3072 -> 2048,
     512 -> 341. Ungated: `d_ff` unchanged.
     """
-    _check_positive_int("d_ff", d_ff)
+    check_positive_int("d_ff", d_ff)
     return max(1, round(2 * d_ff / 3)) if gated else d_ff
 
 
-def feed_forward_param_count(d_model, d_ff, gated, bias1=True, bias2=True, bias_gate=True):
-    """Parameters of `FeedForward(d_model, d_ff, gated=..., bias...)`: W1, b1, [V, c], W2, b2."""
-    _check_positive_int("d_model", d_model)
-    _check_positive_int("d_ff", d_ff)
-    count = d_model * d_ff + d_ff * bias1  # W1, b1
+def feed_forward_param_count(d_model, d_ff, gated, gate_bias=True, up_bias=True, down_bias=True):
+    """Parameters of `FeedForward(d_model, d_ff, gated=..., *_bias=...)`: [W, b], W1/V, b1/c, W2, b2."""
+    check_positive_int("d_model", d_model)
+    check_positive_int("d_ff", d_ff)
+    count = d_model * d_ff + d_ff * up_bias  # up_proj: W1, b1 (ungated) or V, c (gated)
     if gated:
-        count += d_model * d_ff + d_ff * bias_gate  # V, c
-    return count + d_ff * d_model + d_model * bias2  # W2, b2
+        count += d_model * d_ff + d_ff * gate_bias  # gate_proj: W, b
+    return count + d_ff * d_model + d_model * down_bias  # down_proj: W2, b2
 
 
 def feed_forward_variant(name, d_model, d_ff=None, *, match_params=True, dropout=0.0, bias=False, fused=False):
@@ -208,11 +214,11 @@ def feed_forward_variant(name, d_model, d_ff=None, *, match_params=True, dropout
     """
     if name not in VARIANTS:
         raise ValueError(f"name must be one of {list(VARIANTS)}, got {name!r}")
-    _check_positive_int("d_model", d_model)
+    check_positive_int("d_model", d_model)
     activation, gated = VARIANTS[name]
     if d_ff is None:
         d_ff = 4 * d_model
     if match_params:
         d_ff = matched_hidden_size(d_ff, gated)
     return FeedForward(d_model, d_ff, activation=activation, gated=gated, dropout=dropout,
-                       bias1=bias, bias2=bias, bias_gate=bias, fused=fused and gated)
+                       gate_bias=bias, up_bias=bias, down_bias=bias, fused=fused and gated)

@@ -34,42 +34,11 @@ triangle) that the Toeplitz matrix T[i, j] = m_{i-j} explains:
 import torch
 from torch import nn
 
+from ._checks import check_dropout, check_even, check_positive_int, check_tensor, check_token_mask
 from .attention import fused_attention
 
-
-def _check_positive_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a positive int, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-
-
-def _check_even(name, value):
-    _check_positive_int(name, value)
-    if value % 2:
-        raise ValueError(f"{name} must be even (it is split into two halves), got {value}")
-
-
-def _check_input(x, name, width, expected):
-    """x must be a float tensor of shape [batch, seq, width]; `expected` spells that shape."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape {expected}, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor of shape {expected}, got dtype {x.dtype}")
-    if x.dim() != 3 or x.shape[-1] != width:
-        raise ValueError(f"{name} must have shape {expected}, got {tuple(x.shape)}")
-
-
-def _check_padding_mask(padding_mask, batch, seq):
-    """padding_mask: None or bool [batch, seq], True = real token."""
-    if padding_mask is None:
-        return
-    if not isinstance(padding_mask, torch.Tensor) or padding_mask.dtype != torch.bool:
-        got = padding_mask.dtype if isinstance(padding_mask, torch.Tensor) else type(padding_mask).__name__
-        raise TypeError(f"padding_mask must be a bool tensor [batch, seq] (True = real token), got {got}")
-    if padding_mask.shape != (batch, seq):
-        raise ValueError(f"padding_mask must have shape [batch, seq] = {(batch, seq)}, "
-                         f"got {tuple(padding_mask.shape)}")
+__all__ = ["SpatialGatingUnit", "TinyAttention", "GatedMLP", "GMLPBlock", "gmlp_param_count",
+           "diagonal_means", "toeplitz_score"]
 
 
 class SpatialGatingUnit(nn.Module):
@@ -83,8 +52,8 @@ class SpatialGatingUnit(nn.Module):
 
     def __init__(self, d_z, seq_len, causal=False, init_scale=0.01, eps=1e-5):
         super().__init__()
-        _check_even("d_z", d_z)
-        _check_positive_int("seq_len", seq_len)
+        check_even("d_z", d_z)
+        check_positive_int("seq_len", seq_len)
         if isinstance(init_scale, bool) or not isinstance(init_scale, (int, float)):
             raise TypeError(f"init_scale must be a non-negative float, got {init_scale!r}")
         if init_scale < 0:
@@ -101,37 +70,38 @@ class SpatialGatingUnit(nn.Module):
     def spatial_weight(self, seq_len=None):
         """The effective W [seq, seq] (seq = seq_len if None): the leading block, causally masked."""
         n = self.seq_len if seq_len is None else seq_len
-        _check_positive_int("seq_len", n)
+        check_positive_int("seq_len", n)
         if n > self.seq_len:
             raise ValueError(f"sequence length {n} exceeds the unit's seq_len={self.seq_len}: "
                              f"W is [seq_len, seq_len], so sequences may be at most seq_len long")
         weight = self.weight[:n, :n]
         return weight * self.mask[:n, :n] if self.causal else weight
 
-    def forward(self, z, padding_mask=None, gate_residual=None):
-        """z [batch, seq, d_z] -> [batch, seq, d_z/2], with seq ≤ seq_len.
+    def forward(self, z, token_mask=None, gate_residual=None):
+        """z [batch, seq, d_z] -> [batch, seq, d_z/2], with 1 ≤ seq ≤ seq_len.
 
-        padding_mask: bool [batch, seq], True = real token, False = padding. A padded position j
+        token_mask: bool [batch, seq], True = real token, False = padding. A padded position j
         contributes nothing to any output: its norm(Z2)[j] is zeroed before W, i.e. column j of
         W is dropped for that sample. The output AT a padded position i is still computed by the
         same formula, Z1[i] ⊙ (Σ_{real j} W[i, j] norm(Z2)[j] + b[i]): finite for finite input,
         and meaningless — ignore it downstream.
         gate_residual: [batch, seq, d_z/2] added to the gate before the product (aMLP's attention).
         """
-        _check_input(z, "z", self.d_z, f"[batch, seq, d_z={self.d_z}]")
+        check_tensor(z, "z", f"[batch, seq, d_z={self.d_z}]", ndim=3, width=self.d_z)
         batch, seq, _ = z.shape
-        _check_padding_mask(padding_mask, batch, seq)
+        if token_mask is not None:
+            check_token_mask(token_mask, batch, seq)
         if gate_residual is not None:
             expected = f"[batch, seq, d_z/2] = {(batch, seq, self.d_z // 2)}"
-            _check_input(gate_residual, "gate_residual", self.d_z // 2, expected)
+            check_tensor(gate_residual, "gate_residual", expected, ndim=3, width=self.d_z // 2)
             if gate_residual.shape[:2] != (batch, seq):
                 raise ValueError(f"gate_residual must have shape {expected}, got {tuple(gate_residual.shape)}")
         weight = self.spatial_weight(seq)  # raises if seq > seq_len
         z1, z2 = z.chunk(2, dim=-1)  # [batch, seq, d_z/2] each
         z2 = self.norm(z2)
-        if padding_mask is not None:
+        if token_mask is not None:
             # masked_fill, not a product: an inf/NaN in a padded slot must not reach W (0 * inf = NaN)
-            z2 = z2.masked_fill(~padding_mask[:, :, None], 0.0)
+            z2 = z2.masked_fill(~token_mask[:, :, None], 0.0)
         gate = weight @ z2 + self.bias[:seq, None]  # [seq, seq] @ [batch, seq, d_z/2]: mixes positions
         if gate_residual is not None:
             gate = gate + gate_residual
@@ -151,25 +121,26 @@ class TinyAttention(nn.Module):
     def __init__(self, d_in, d_out, d_attn=64, causal=False):
         super().__init__()
         for name, value in (("d_in", d_in), ("d_out", d_out), ("d_attn", d_attn)):
-            _check_positive_int(name, value)
+            check_positive_int(name, value)
         self.d_in, self.d_out, self.d_attn, self.causal = d_in, d_out, d_attn, bool(causal)
         self.qkv = nn.Linear(d_in, 3 * d_attn)
         self.proj = nn.Linear(d_attn, d_out)
 
-    def forward(self, x, padding_mask=None):
-        """x [batch, seq, d_in] -> [batch, seq, d_out]; padding_mask bool [batch, seq], True = real token.
+    def forward(self, x, token_mask=None):
+        """x [batch, seq, d_in] -> [batch, seq, d_out]; token_mask bool [batch, seq], True = real token.
 
         Padded keys get zero weight. A query that may attend to no key at all (under causality,
         a padded prefix) outputs proj's bias alone instead of softmax over nothing = NaN.
         """
-        _check_input(x, "x", self.d_in, f"[batch, seq, d_in={self.d_in}]")
+        check_tensor(x, "x", f"[batch, seq, d_in={self.d_in}]", ndim=3, width=self.d_in)
         batch, seq, _ = x.shape
-        _check_padding_mask(padding_mask, batch, seq)
+        if token_mask is not None:
+            check_token_mask(token_mask, batch, seq)
         q, k, v = self.qkv(x).chunk(3, dim=-1)  # [batch, seq, d_attn] each; SDPA scales by 1/√d_attn
-        if padding_mask is None:
+        if token_mask is None:
             out = fused_attention(q, k, v, is_causal=self.causal)
         else:
-            attend = padding_mask[:, None, :]  # [batch, 1, seq]: query i may read key j
+            attend = token_mask[:, None, :]  # [batch, 1, seq]: query i may read key j
             if self.causal:
                 attend = attend & torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
             attend = attend.expand(batch, seq, seq)
@@ -190,27 +161,30 @@ class GatedMLP(nn.Module):
     Z = GELU(x U) [batch, seq, d_ffn]; Z̃ = s(Z) [batch, seq, d_ffn/2]; Y = Z̃ V [batch, seq, d_model].
     Submodules `proj_in` (U), `activation`, `sgu`, `proj_out` (V), and with tiny_attention=True
     (aMLP) `attention` = TinyAttention(d_model, d_ffn/2), whose output on x joins the gate:
-    Z̃ = Z1 ⊙ (W norm(Z2) + b + attention(x)). This is the token mixer "gmlp"/"amlp" of the model.
+    Z̃ = Z1 ⊙ (W norm(Z2) + b + attention(x)). `dropout` applies to Z̃ while training, as a
+    feed-forward's dropout does to its hidden layer. This is the token mixer "gmlp"/"amlp" of
+    the model.
     """
 
-    def __init__(self, d_model, d_ffn, seq_len, causal=False, tiny_attention=False, d_attn=64):
+    def __init__(self, d_model, d_ffn, seq_len, causal=False, tiny_attention=False, d_attn=64, dropout=0.0):
         super().__init__()
-        _check_positive_int("d_model", d_model)
-        _check_even("d_ffn", d_ffn)
+        check_positive_int("d_model", d_model)
+        check_even("d_ffn", d_ffn)
         self.d_model, self.d_ffn = d_model, d_ffn
         self.proj_in = nn.Linear(d_model, d_ffn)
         self.activation = nn.GELU()  # exact erf form, as in the paper
         self.sgu = SpatialGatingUnit(d_ffn, seq_len, causal=causal)
         self.proj_out = nn.Linear(d_ffn // 2, d_model)
         self.attention = TinyAttention(d_model, d_ffn // 2, d_attn, causal=causal) if tiny_attention else None
+        self.dropout = nn.Dropout(check_dropout(dropout))
 
-    def forward(self, x, padding_mask=None):
-        """x [batch, seq, d_model] -> [batch, seq, d_model]; padding_mask bool [batch, seq], True = real token."""
-        _check_input(x, "x", self.d_model, f"[batch, seq, d_model={self.d_model}]")
-        gate_residual = self.attention(x, padding_mask) if self.attention is not None else None
+    def forward(self, x, token_mask=None):
+        """x [batch, seq, d_model] -> [batch, seq, d_model]; token_mask bool [batch, seq], True = real token."""
+        check_tensor(x, "x", f"[batch, seq, d_model={self.d_model}]", ndim=3, width=self.d_model)
+        gate_residual = self.attention(x, token_mask) if self.attention is not None else None
         z = self.activation(self.proj_in(x))  # [batch, seq, d_ffn]
-        z = self.sgu(z, padding_mask, gate_residual)  # [batch, seq, d_ffn/2]
-        return self.proj_out(z)
+        z = self.sgu(z, token_mask, gate_residual)  # [batch, seq, d_ffn/2]
+        return self.proj_out(self.dropout(z))
 
 
 class GMLPBlock(nn.Module):
@@ -223,23 +197,23 @@ class GMLPBlock(nn.Module):
     replaces both the attention and the FFN sub-layers.
     """
 
-    def __init__(self, d_model, d_ffn, seq_len, causal=False, tiny_attention=False, d_attn=64):
+    def __init__(self, d_model, d_ffn, seq_len, causal=False, tiny_attention=False, d_attn=64, dropout=0.0):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.mlp = GatedMLP(d_model, d_ffn, seq_len, causal, tiny_attention, d_attn)
+        self.mlp = GatedMLP(d_model, d_ffn, seq_len, causal, tiny_attention, d_attn, dropout)
 
-    def forward(self, x, padding_mask=None):
-        """x [batch, seq, d_model] -> [batch, seq, d_model]; padding_mask bool [batch, seq], True = real token."""
-        _check_input(x, "x", self.mlp.d_model, f"[batch, seq, d_model={self.mlp.d_model}]")
-        return x + self.mlp(self.norm(x), padding_mask)
+    def forward(self, x, token_mask=None):
+        """x [batch, seq, d_model] -> [batch, seq, d_model]; token_mask bool [batch, seq], True = real token."""
+        check_tensor(x, "x", f"[batch, seq, d_model={self.mlp.d_model}]", ndim=3, width=self.mlp.d_model)
+        return x + self.mlp(self.norm(x), token_mask)
 
 
 def gmlp_param_count(d_model, d_ffn, seq_len, tiny_attention=False, d_attn=64):
     """Parameters of `GMLPBlock(d_model, d_ffn, seq_len, tiny_attention=..., d_attn=...)`."""
-    _check_positive_int("d_model", d_model)
-    _check_even("d_ffn", d_ffn)
-    _check_positive_int("seq_len", seq_len)
-    _check_positive_int("d_attn", d_attn)
+    check_positive_int("d_model", d_model)
+    check_even("d_ffn", d_ffn)
+    check_positive_int("seq_len", seq_len)
+    check_positive_int("d_attn", d_attn)
     half = d_ffn // 2
     count = 2 * d_model  # block norm: LayerNorm(d_model) weight and bias
     count += d_model * d_ffn + d_ffn  # proj_in: U and its bias

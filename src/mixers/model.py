@@ -10,11 +10,15 @@ each wrapped in pre-norm and a residual::
 Because ``Block`` takes both mixers as arguments, any token mixer trains with
 any channel mixer under the same harness: a fair, like-for-like comparison.
 Mixers are looked up by name in ``TOKEN_MIXERS`` and ``CHANNEL_MIXERS``; each
-entry is a function ``ModelConfig -> nn.Module`` mapping ``[batch, seq, d_model]``
-to ``[batch, seq, d_model]``. A chapter adds its mixers with
-``register_token_mixer`` / ``register_channel_mixer``. A token mixer that already
-contains its own channel mixing (gMLP) is paired with the channel mixer
-``"none"``, which drops the second sub-layer.
+entry builds, from a ``ModelConfig``, a module mapping ``[batch, seq, d_model]``
+to ``[batch, seq, d_model]``. Every mixer of the package is registered here, and
+every size it needs comes from ``ModelConfig``. A token mixer declares what it
+brings besides token mixing, and ``ModelConfig`` pairs or rejects the rest:
+
+- ``positions_inside`` (ALiBi, rotary, gMLP): it encodes positions itself, so the
+  model adds no position embeddings (``positions`` defaults to ``"none"``);
+- ``mixes_channels`` (gMLP, aMLP): it mixes channels itself, so the block has no
+  channel mixer (``channel_mixer`` defaults to, and must be, ``"none"``).
 """
 
 from __future__ import annotations
@@ -26,54 +30,92 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._checks import check_dropout, check_even, check_positive_int, check_scale
 from .alibi import AlibiMultiHeadAttention
 from .attention import MultiHeadAttention
 from .feed_forward import VARIANTS, feed_forward_variant
 from .gmlp import GatedMLP
 from .positions import POSITION_SCHEMES, RotaryMultiHeadAttention, build_positions
 
+__all__ = ["ModelConfig", "TokenMixer", "TOKEN_MIXERS", "CHANNEL_MIXERS", "register_token_mixer",
+           "register_channel_mixer", "Block", "LanguageModel"]
+
 
 @dataclass
 class ModelConfig:
-    """Everything needed to build a ``LanguageModel``."""
+    """Everything needed to build a ``LanguageModel``.
+
+    ``positions`` and ``channel_mixer`` left as None are derived from the token mixer (see the
+    module docstring); a combination that would add positions twice, or a channel mixer to a
+    block that mixes channels itself, is refused with the value to write instead.
+    """
 
     vocab_size: int
-    block_size: int = 128  # the training length; learned positions have this many rows
+    block_size: int = 128  # the training length; learned positions and gMLP's W have this many rows
     d_model: int = 128
     n_layers: int = 4
     n_heads: int = 4
-    d_ff: int | None = None  # channel mixer hidden size; None = 4·d_model (2/3 of it if gated)
+    d_ff: int | None = None  # hidden size: None = 4·d_model for an FFN (2/3 of it if gated), 6·d_model for gMLP
     dropout: float = 0.0
     token_mixer: str = "attention"
-    channel_mixer: str = "gelu"
-    positions: str = "learned"
+    channel_mixer: str | None = None  # None: "none" if the token mixer mixes channels, else "gelu"
+    positions: str | None = None  # None: "none" if the token mixer encodes positions, else "learned"
+    attention_scale: float | None = None  # scores' scale in attention mixers; None = 1/sqrt(d_head)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "d_model", "n_layers", "n_heads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_positive_int(name, getattr(self, name))
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}")
+        if self.d_ff is not None:
+            check_positive_int("d_ff", self.d_ff)
+        check_dropout(self.dropout)
+        check_scale(self.attention_scale)
+        mixer = _lookup(TOKEN_MIXERS, "token_mixer", self.token_mixer)
+        if self.positions is None:
+            self.positions = "none" if mixer.positions_inside else "learned"
         if self.positions not in POSITION_SCHEMES:
             raise ValueError(f"positions must be one of {POSITION_SCHEMES}, got {self.positions!r}")
+        if mixer.positions_inside and self.positions != "none":
+            raise ValueError(f"token_mixer={self.token_mixer!r} encodes positions itself; positions="
+                             f"{self.positions!r} would add them a second time: write positions='none' "
+                             "(or leave positions unset)")
+        if self.channel_mixer is None:
+            self.channel_mixer = "none" if mixer.mixes_channels else "gelu"
+        _lookup(CHANNEL_MIXERS, "channel_mixer", self.channel_mixer)
+        if mixer.mixes_channels and self.d_ff is not None:
+            check_even("d_ff", self.d_ff)  # gMLP splits its hidden layer into two halves
+        if mixer.mixes_channels and self.channel_mixer != "none":
+            raise ValueError(f"token_mixer={self.token_mixer!r} mixes channels itself (its block replaces both "
+                             f"sub-layers); channel_mixer={self.channel_mixer!r} would add a second one: write "
+                             "channel_mixer='none' (or leave channel_mixer unset)")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 MixerFactory = Callable[[ModelConfig], nn.Module]
-TOKEN_MIXERS: dict[str, MixerFactory] = {}
+
+
+@dataclass(frozen=True)
+class TokenMixer:
+    """A registered token mixer: how to build it, and what it brings besides token mixing."""
+
+    build: MixerFactory
+    positions_inside: bool = False  # encodes positions itself: the model adds no embeddings
+    mixes_channels: bool = False  # mixes channels itself: the block has no channel mixer
+
+
+TOKEN_MIXERS: dict[str, TokenMixer] = {}
 CHANNEL_MIXERS: dict[str, MixerFactory | None] = {}
 
 
-def register_token_mixer(name: str) -> Callable[[MixerFactory], MixerFactory]:
+def register_token_mixer(name: str, *, positions_inside: bool = False,
+                         mixes_channels: bool = False) -> Callable[[MixerFactory], MixerFactory]:
     """Decorator: make ``factory(config)`` available as ``token_mixer=name``."""
 
     def add(factory: MixerFactory) -> MixerFactory:
-        TOKEN_MIXERS[name] = factory
+        TOKEN_MIXERS[name] = TokenMixer(factory, positions_inside, mixes_channels)
         return factory
 
     return add
@@ -95,20 +137,23 @@ def _lookup(registry: dict, kind: str, name: str):
     return registry[name]
 
 
+def _attention_options(config: ModelConfig) -> dict:
+    return dict(dropout=config.dropout, causal=True, scale=config.attention_scale)
+
+
 @register_token_mixer("attention")
 def _causal_attention(config: ModelConfig) -> nn.Module:
-    return MultiHeadAttention(config.d_model, config.n_heads, dropout=config.dropout, causal=True)
+    return MultiHeadAttention(config.d_model, config.n_heads, **_attention_options(config))
 
 
-# Token mixers that encode position inside attention; pair them with positions="none".
-@register_token_mixer("alibi")
+@register_token_mixer("alibi", positions_inside=True)
 def _alibi_attention(config: ModelConfig) -> nn.Module:
-    return AlibiMultiHeadAttention(config.d_model, config.n_heads, dropout=config.dropout, causal=True)
+    return AlibiMultiHeadAttention(config.d_model, config.n_heads, **_attention_options(config))
 
 
-@register_token_mixer("rotary")
+@register_token_mixer("rotary", positions_inside=True)
 def _rotary_attention(config: ModelConfig) -> nn.Module:
-    return RotaryMultiHeadAttention(config.d_model, config.n_heads, dropout=config.dropout, causal=True)
+    return RotaryMultiHeadAttention(config.d_model, config.n_heads, **_attention_options(config))
 
 
 def _register_feed_forward(variant: str) -> None:
@@ -122,19 +167,24 @@ for _variant in VARIANTS:
 CHANNEL_MIXERS["none"] = None  # the token mixer does its own channel mixing (gMLP)
 
 
-# gMLP's block replaces *both* mixers: its GatedMLP mixes tokens (the Spatial Gating
-# Unit) and channels (its two projections). Registered as a token mixer and paired
-# with channel_mixer="none", Block(norm, GatedMLP, None) is exactly a GMLPBlock.
-# d_ffn = 6·d_model is the paper's ratio (gMLP-base: d_model 512, d_ffn 3072; see
-# the gMLP chapter, which matches parameter counts explicitly).
-@register_token_mixer("gmlp")
+# gMLP's block replaces *both* mixers: its GatedMLP mixes tokens (the Spatial Gating Unit) and
+# channels (its two projections), and W [block_size, block_size] knows every position. So
+# Block(norm, GatedMLP, None) is exactly a GMLPBlock. d_ffn = d_ff, or 6·d_model (the ratio of
+# the paper's base models) when d_ff is None.
+def _gated_mlp(config: ModelConfig, tiny_attention: bool) -> nn.Module:
+    d_ffn = config.d_ff if config.d_ff is not None else 6 * config.d_model
+    return GatedMLP(config.d_model, d_ffn, config.block_size, causal=True, tiny_attention=tiny_attention,
+                    dropout=config.dropout)
+
+
+@register_token_mixer("gmlp", positions_inside=True, mixes_channels=True)
 def _gmlp(config: ModelConfig) -> nn.Module:
-    return GatedMLP(config.d_model, 6 * config.d_model, config.block_size, causal=True)
+    return _gated_mlp(config, tiny_attention=False)
 
 
-@register_token_mixer("amlp")
+@register_token_mixer("amlp", positions_inside=True, mixes_channels=True)
 def _amlp(config: ModelConfig) -> nn.Module:
-    return GatedMLP(config.d_model, 6 * config.d_model, config.block_size, causal=True, tiny_attention=True)
+    return _gated_mlp(config, tiny_attention=True)
 
 
 class Block(nn.Module):
@@ -168,7 +218,7 @@ class LanguageModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        make_token_mixer = _lookup(TOKEN_MIXERS, "token_mixer", config.token_mixer)
+        make_token_mixer = _lookup(TOKEN_MIXERS, "token_mixer", config.token_mixer).build
         make_channel_mixer = _lookup(CHANNEL_MIXERS, "channel_mixer", config.channel_mixer)
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.positions = build_positions(config.positions, config.d_model, config.block_size)
@@ -196,8 +246,11 @@ class LanguageModel(nn.Module):
 
         ``loss`` is the mean cross-entropy in nats per character against ``targets``.
         """
-        if idx.dim() != 2 or idx.dtype != torch.long:
-            raise ValueError(f"idx must be int64 [batch, seq], got {idx.dtype} {tuple(idx.shape)}")
+        if not isinstance(idx, torch.Tensor) or idx.dtype != torch.long:
+            got = idx.dtype if isinstance(idx, torch.Tensor) else type(idx).__name__
+            raise TypeError(f"idx must be an int64 tensor [batch, seq], got {got}")
+        if idx.dim() != 2 or idx.shape[1] == 0:
+            raise ValueError(f"idx must have shape [batch, seq] with seq >= 1, got {tuple(idx.shape)}")
         x = self.token_embedding(idx)
         positions = self.positions(idx.shape[1])
         if positions is not None:
