@@ -44,3 +44,19 @@ def test_initial_losses_are_the_models_loss_in_each_precision(results):
 def test_unknown_profile_is_rejected():
     with pytest.raises(ValueError, match="profile must be one of"):
         cpu_precision.run("gpu", progress=False)
+
+
+def test_only_the_bf16_replica_runs_torchs_attention_in_bf16():
+    # The switch is the layers' own option, not a patched module function: nothing else changes.
+    from mixers.attention import MultiHeadAttention
+
+    torch.manual_seed(0)
+    model = build_model(65, get_profile("smoke"))
+    for name in cpu_precision.PRECISIONS:
+        replica = cpu_precision._replica(model, name)
+        layers = [m for m in replica.modules() if isinstance(m, MultiHeadAttention)]
+        assert layers and all(getattr(m, "cpu_bf16_sdpa_in_float32", True) == (name != "bf16") for m in layers)
+        for a, b in zip(replica.parameters(), model.parameters()):
+            assert a is not b and torch.equal(a, b)  # a copy with the same weights
+    assert all(getattr(m, "cpu_bf16_sdpa_in_float32", True) for m in model.modules()
+               if isinstance(m, MultiHeadAttention))  # the original is untouched

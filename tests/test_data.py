@@ -7,6 +7,7 @@ leaks past the end of a split show up as plain numbers.
 
 import hashlib
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -40,6 +41,19 @@ def test_packaged_corpus_has_documented_checksum_and_size(corpus_text):
     assert len(set(corpus_text)) == 65
     assert corpus_text == raw.decode("utf-8")
     assert corpus_text.startswith("First Citizen:\nBefore we proceed any further, hear me speak.")
+
+
+def test_gitattributes_keep_the_corpus_byte_exact_on_any_checkout():
+    """No end-of-line conversion for the corpus (a Windows checkout would otherwise break its sha256)."""
+    root = Path(__file__).resolve().parents[1]
+    attributes = {}
+    for line in (root / ".gitattributes").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            pattern, *attrs = line.split()
+            attributes[pattern] = attrs
+    assert (root / "src/mixers/tinyshakespeare.txt").is_file()  # the pattern names the real file
+    attrs = attributes.get("src/mixers/tinyshakespeare.txt", [])
+    assert "-text" in attrs or "binary" in attrs, attrs
 
 
 def test_missing_corpus_raises_corpus_error_naming_the_path(tmp_path):

@@ -8,14 +8,17 @@ import pytest
 from mixers.attention import MultiHeadAttention
 from mixers.experiments import attention_scaling
 from mixers.model import TOKEN_MIXERS, LanguageModel, ModelConfig
+from mixers.results import to_json
 
 from helpers import run_smoke_restoring_threads
 
 
-def test_unscaled_attention_is_registered_with_scale_one():
-    assert {"attention", "attention_unscaled"} <= set(TOKEN_MIXERS)
+def test_the_unscaled_arm_is_the_package_attention_with_scale_one():
+    # No experiment-registered mixer: the arm is ModelConfig.attention_scale.
+    assert attention_scaling.ARMS == {"scaled": None, "unscaled": 1.0}
+    assert not any(name.startswith("attention_") for name in TOKEN_MIXERS)
     config = ModelConfig(vocab_size=65, d_model=32, n_layers=1, n_heads=2, block_size=8,
-                         token_mixer="attention_unscaled")
+                         attention_scale=attention_scaling.ARMS["unscaled"])
     mixer = LanguageModel(config).blocks[0].token_mixer
     assert isinstance(mixer, MultiHeadAttention) and mixer.scale == 1.0 and mixer.causal
 
@@ -36,9 +39,10 @@ def test_smoke_run_has_every_pair_with_curves_and_diagnostics(results):
     for run in runs:
         assert run["n_heads"] * run["d_head"] == d_model
         assert run["scale"] == (1 / math.sqrt(run["d_head"]) if run["scaled"] else 1.0)
-        assert run["token_mixer"] == ("attention" if run["scaled"] else "attention_unscaled")
+        assert run["token_mixer"] == "attention"
         result = run["result"]
-        assert result["model_config"]["token_mixer"] == run["token_mixer"]
+        assert result["model_config"]["token_mixer"] == "attention"
+        assert result["model_config"]["attention_scale"] == (None if run["scaled"] else 1.0)
         assert result["model_config"]["n_heads"] == run["n_heads"]
         assert result["steps"][-1] == steps and len(result["val_loss"]) == len(result["steps"])
         assert all(math.isfinite(v) for v in result["val_loss"] + result["train_loss"])
@@ -70,7 +74,7 @@ def test_smoke_results_have_provenance_and_serialise(results):
     assert prov["profile"] == "smoke" and prov["wall_time_s"] > 0
     for key in ("device", "torch", "git_commit", "date", "seeds"):
         assert key in prov
-    assert json.loads(json.dumps(results))["runs"][0]["result"]["val_loss"] == results["runs"][0]["result"]["val_loss"]
+    assert json.loads(to_json(results))["runs"][0]["result"]["val_loss"] == results["runs"][0]["result"]["val_loss"]
 
 
 def test_unknown_profile_is_rejected():

@@ -9,6 +9,7 @@ import torch
 from mixers.experiments import glu_variants
 from mixers.feed_forward import VARIANTS, feed_forward_param_count, matched_hidden_size
 from mixers.model import CHANNEL_MIXERS
+from mixers.results import to_json
 
 from helpers import run_smoke_restoring_threads
 
@@ -42,7 +43,7 @@ def test_smoke_run_has_every_seed_and_variant_with_curves(results):
         assert run["gated"] == VARIANTS[run["variant"]][1]
         assert run["d_ff"] == matched_hidden_size(4 * d_model, run["gated"])
         assert run["feed_forward_parameters"] == feed_forward_param_count(
-            d_model, run["d_ff"], run["gated"], bias1=False, bias2=False, bias_gate=False)
+            d_model, run["d_ff"], run["gated"], False, False, False)  # no biases
         assert run["parameters"] == result["parameters"]
         assert result["provenance"]["seeds"] == [run["seed"]]
 
@@ -86,7 +87,7 @@ def test_smoke_results_have_provenance_and_serialise(results):
     for key in ("device", "torch", "git_commit", "date", "workers"):
         assert key in prov
     assert "seed_policy" in results and results["settings"]["seeds"] == prov["seeds"]
-    assert json.loads(json.dumps(results))["runs"][0]["result"]["val_loss"] == results["runs"][0]["result"]["val_loss"]
+    assert json.loads(to_json(results))["runs"][0]["result"]["val_loss"] == results["runs"][0]["result"]["val_loss"]
 
 
 def test_two_worker_processes_give_the_same_runs(results):
@@ -111,7 +112,7 @@ def test_cpu_settings_are_those_of_the_committed_run():
     even if the shared profiles change (every field is spelled out in SETTINGS)."""
     from dataclasses import asdict, replace
 
-    from mixers.experiments import results_path
+    from mixers.results import results_path
     from mixers.train import get_profile
 
     path = results_path("glu_variants", "cpu")

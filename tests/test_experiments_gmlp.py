@@ -9,17 +9,21 @@ import torch
 from mixers.experiments import gmlp
 from mixers.gmlp import GatedMLP, SpatialGatingUnit, gmlp_param_count, toeplitz_score
 from mixers.model import TOKEN_MIXERS, LanguageModel, ModelConfig
+from mixers.results import to_json
 
 from helpers import run_smoke_restoring_threads
 
 SMOKE = gmlp.SETTINGS["smoke"]
 
 
-def test_d_ff_mixers_are_registered_and_read_d_ff():
-    assert {"gmlp_d_ff", "amlp_d_ff"} <= set(TOKEN_MIXERS)
-    for name, tiny in (("gmlp_d_ff", False), ("amlp_d_ff", True)):
+def test_the_arms_use_the_package_mixers_which_read_d_ff():
+    # No experiment-registered mixers: the package's gmlp/amlp read d_ffn from ModelConfig.d_ff.
+    assert not any(name.endswith("_d_ff") for name in TOKEN_MIXERS)
+    assert gmlp.ARMS["gmlp"]["token_mixer"] == "gmlp" and gmlp.ARMS["amlp"]["token_mixer"] == "amlp"
+    for name, tiny in (("gmlp", False), ("amlp", True)):
         config = ModelConfig(vocab_size=65, d_model=16, n_layers=1, n_heads=2, block_size=8, d_ff=20,
-                             token_mixer=name, channel_mixer="none", positions="none")
+                             token_mixer=name)
+        assert config.channel_mixer == "none" and config.positions == "none"
         mixer = LanguageModel(config).blocks[0].token_mixer
         assert isinstance(mixer, GatedMLP) and mixer.d_ffn == 20 and mixer.sgu.causal
         assert mixer.sgu.seq_len == 8 and (mixer.attention is not None) == tiny
@@ -38,25 +42,31 @@ def test_matched_d_ffn_is_the_closest_even_width(target, d_model, seq_len, tiny)
         assert error <= abs(gmlp_param_count(d_model, other, seq_len, tiny) - target)
 
 
-def test_recorder_saves_w_before_the_nth_update_and_ignores_eval_mode():
+def test_recorder_saves_every_layers_w_after_n_steps_as_trains_callback(shakespeare):
+    from mixers.train import TrainConfig, train
+
+    config = ModelConfig(vocab_size=65, d_model=16, n_layers=2, n_heads=2, block_size=8, d_ff=20,
+                         token_mixer="gmlp")
     torch.manual_seed(0)
-    sgu = SpatialGatingUnit(4, 5, causal=True)
-    optimizer = torch.optim.SGD(sgu.parameters(), lr=0.1)
-    history = []
-    with gmlp.SpatialWeightRecorder([0, 2]) as recorder:
-        for _ in range(3):
-            history.append(sgu.spatial_weight().detach().clone())
-            sgu(torch.randn(2, 5, 4)).square().sum().backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            with torch.no_grad():
-                sgu.eval()
-                sgu(torch.randn(1, 5, 4))  # not a training step
-                sgu.train()
-    sgu(torch.randn(1, 5, 4))  # outside the context: not recorded
-    assert recorder.calls[sgu] == 3 and set(recorder.snapshots[sgu]) == {0, 2}
-    assert torch.equal(recorder.snapshots[sgu][0], history[0]) and torch.equal(recorder.snapshots[sgu][2], history[2])
-    assert not torch.equal(history[0], history[2])
+    model = LanguageModel(config)
+    units = [m for m in model.modules() if isinstance(m, SpatialGatingUnit)]
+    initial = [unit.spatial_weight().detach().clone() for unit in units]
+    seen = {}
+
+    def spy(info):  # W of the first layer as train() hands the model over, step by step
+        seen[info.step] = units[0].spatial_weight().detach().clone()
+        recorder(info)
+
+    recorder = gmlp.SpatialWeightRecorder([0, 2, 5])
+    train(model, shakespeare, TrainConfig(steps=5, batch_size=4, seq_len=8, warmup_steps=1, eval_interval=5,
+                                          eval_batches=1), device="cpu", progress=False, callback=spy)
+    assert sorted(recorder.snapshots) == [0, 2, 5] and sorted(seen) == list(range(6))
+    for step, layers in recorder.snapshots.items():
+        assert len(layers) == 2 and all(w.shape == (8, 8) and w.dtype == torch.float32 for w in layers)
+        assert torch.equal(layers[0], seen[step])  # W after `step` optimizer steps
+    assert all(torch.equal(w, w0) for w, w0 in zip(recorder.snapshots[0], initial))  # step 0: initialisation
+    assert all(torch.equal(w, unit.spatial_weight().detach()) for w, unit in zip(recorder.snapshots[5], units))
+    assert not torch.equal(recorder.snapshots[0][0], recorder.snapshots[2][0])
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +81,13 @@ def test_smoke_run_trains_three_arms_like_for_like(results):
     steps = SMOKE["train"]["steps"]
     configs = {name: run["result"]["model_config"] for name, run in runs.items()}
     assert configs["transformer"]["token_mixer"] == "attention" and configs["transformer"]["channel_mixer"] == "gelu"
-    assert configs["gmlp"]["token_mixer"] == "gmlp_d_ff" and configs["amlp"]["token_mixer"] == "amlp_d_ff"
+    assert configs["gmlp"]["token_mixer"] == "gmlp" and configs["amlp"]["token_mixer"] == "amlp"
+    assert configs["gmlp"]["channel_mixer"] == "none" and configs["gmlp"]["positions"] == "none"
     budget = results["settings"]["block_budget"]
     for name, run in runs.items():
         result = run["result"]
         assert result["train_config"] == runs["transformer"]["result"]["train_config"]  # same seed, steps, data
-        assert result["train_config"]["compile"] is False  # the recorder's hook must run eagerly
+        assert result["train_config"]["compile"] is False  # as the committed runs trained
         assert result["steps"][-1] == steps and len(result["val_loss"]) == len(result["steps"])
         assert all(math.isfinite(v) for v in result["val_loss"] + result["train_loss"])
         assert result["val_loss"][-1] < math.log(65)  # it learned something
@@ -122,7 +133,7 @@ def test_smoke_results_have_provenance_and_serialise(results):
     assert prov["profile"] == "smoke" and prov["wall_time_s"] > 0
     for key in ("device", "torch", "git_commit", "date", "seeds"):
         assert key in prov
-    assert json.loads(json.dumps(results))["runs"]["gmlp"]["spatial_weights"]["steps"] == results["settings"]["snapshot_steps"]
+    assert json.loads(to_json(results))["runs"]["gmlp"]["spatial_weights"]["steps"] == results["settings"]["snapshot_steps"]
 
 
 def test_unknown_profile_is_rejected():

@@ -1,5 +1,5 @@
-"""Tests of mixers.train (schedule, training, evaluation, sampling, profiles, provenance) and of
-mixers.experiments (results files and the command line).
+"""Tests of mixers.train (schedule, training, evaluation, sampling, profiles), of mixers.results
+(provenance, results files) and of the command lines of mixers.experiments and mixers.bench.
 
 Training runs use a profile far smaller than ``smoke`` (d_model 32, 2 layers, seq 16) so the
 whole file runs in seconds on a shared CPU.
@@ -8,22 +8,30 @@ whole file runs in seconds on a shared CPU.
 import json
 import math
 import re
+import subprocess
 import sys
 from dataclasses import asdict, replace
 from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import mixers.experiments as experiments
+import mixers.results as results_module
+import mixers.train as train_module
 from mixers.data import random_batch
 from mixers.experiments import baseline
 from mixers.model import ModelConfig
+from mixers.results import load_results, provenance, results_dir, runs_dir, save_results, writable_dir
 from mixers.train import (
     PROFILES,
     Profile,
+    StepInfo,
     TrainConfig,
+    TrainingDiverged,
     TrainResult,
     build_model,
     cpu_has_bf16,
@@ -33,12 +41,13 @@ from mixers.train import (
     get_profile,
     lr_at,
     make_optimizer,
-    provenance,
     run_profile,
     sample,
     train,
     uses_bf16,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 LN_VOCAB = math.log(65)
 TINY = Profile(
@@ -192,26 +201,22 @@ def test_provenance_records_where_and_how():
 
 
 def test_git_commit_is_dirty_only_when_the_package_changed(tmp_path, monkeypatch):
-    import subprocess
-
-    import mixers.train as train_module
-
     repo = tmp_path / "repo"
     package = repo / "src" / "pkg"
     package.mkdir(parents=True)
-    (package / "train.py").write_text("x = 1\n")
+    (package / "results.py").write_text("x = 1\n")
     (repo / "results.json").write_text("{}\n")
     git = lambda *args: subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)  # noqa: E731
     git("init", "-q")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
-    monkeypatch.setattr(train_module, "__file__", str(package / "train.py"))
-    clean = train_module.git_commit()
+    monkeypatch.setattr(results_module, "__file__", str(package / "results.py"))
+    clean = results_module.git_commit()
     assert re.fullmatch(r"[0-9a-f]{40}", clean)
     (repo / "results.json").write_text('{"new": 1}\n')  # a result rewritten: the code is the same
-    assert train_module.git_commit() == clean
-    (package / "train.py").write_text("x = 2\n")
-    assert train_module.git_commit() == clean + "-dirty"
+    assert results_module.git_commit() == clean
+    (package / "results.py").write_text("x = 2\n")
+    assert results_module.git_commit() == clean + "-dirty"
 
 
 def test_bf16_is_used_on_cuda_with_amp_and_on_a_cpu_only_when_asked_and_native():
@@ -306,8 +311,6 @@ def test_train_result_fields(trained):
 def test_train_bookkeeping_with_scripted_validation_losses(shakespeare, monkeypatch):
     """best = min over the curve (not the last value), final = last, bpc = best / ln 2, and the
     validation is scored on the val split with the run's eval settings and seed + 1."""
-    import mixers.train as train_module
-
     scripted = iter([3.0, 2.0, 2.5, 2.75])
     calls = []
 
@@ -342,6 +345,86 @@ def test_same_seed_is_bit_identical_and_other_seed_is_not(shakespeare):
     for (name, a), b in zip(m1.state_dict().items(), m2.state_dict().values()):
         assert torch.equal(a, b), name
     assert r1.train_loss != r3.train_loss and r1.val_loss != r3.val_loss
+
+
+def test_a_diverging_run_stops_naming_the_step_loss_and_lr(shakespeare):
+    config = replace(TINY.train, lr=1e10, warmup_steps=0, steps=20, eval_interval=10)
+    torch.manual_seed(0)
+    seen = []
+    with pytest.raises(TrainingDiverged, match=r"training loss is nan at step \d+ of 20 \(learning rate .*\)") as info:
+        train(build_model(65, TINY), shakespeare, config, "cpu", progress=False, callback=seen.append)
+    assert "smaller lr" in str(info.value) and isinstance(info.value, RuntimeError)
+    step = int(re.search(r"at step (\d+)", str(info.value)).group(1))
+    assert f"{lr_at(step - 1, config):.3g}" in str(info.value)  # the lr that step used
+    assert [s.step for s in seen] == list(range(step))  # no callback for the step that diverged
+
+
+def test_a_non_finite_validation_loss_stops_the_run(shakespeare, monkeypatch):
+    losses = iter([3.0, math.inf])
+    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: next(losses))
+    config = replace(TINY.train, steps=4, warmup_steps=1, eval_interval=2)
+    torch.manual_seed(0)
+    with pytest.raises(TrainingDiverged, match=r"validation loss is inf at step 4 of 4"):
+        train(build_model(65, TINY), shakespeare, config, "cpu", progress=False)
+
+
+def test_callback_sees_the_model_before_training_and_after_every_step(shakespeare):
+    config = replace(TINY.train, steps=6, warmup_steps=2, eval_interval=3)
+    torch.manual_seed(0)
+    model = build_model(65, TINY)
+    seen = []
+
+    def callback(info: StepInfo) -> None:
+        seen.append((info.step, info.loss, info.lr, info.model.token_embedding.weight.detach().clone()))
+
+    initial = model.token_embedding.weight.detach().clone()
+    result = train(model, shakespeare, config, "cpu", progress=False, callback=callback)
+    assert [step for step, *_ in seen] == list(range(7))
+    assert seen[0][1:3] == (None, None) and torch.equal(seen[0][3], initial)
+    assert [lr for _, _, lr, _ in seen[1:]] == [lr_at(s, config) for s in range(6)]
+    assert all(math.isfinite(loss) for _, loss, _, _ in seen[1:])
+    assert all(not torch.equal(a[3], b[3]) for a, b in zip(seen, seen[1:]))  # after each update
+    assert torch.equal(seen[-1][3], model.token_embedding.weight)
+    assert result.steps == [3, 6]
+
+
+def test_timings_count_training_steps_apart_from_evaluations(shakespeare, monkeypatch):
+    """A fake clock: each training step takes 1 s, each evaluation 100 s, each callback 1000 s."""
+    now = [0.0]
+    monkeypatch.setattr(train_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    real_evaluate = train_module.evaluate
+
+    def slow_evaluate(*args, **kwargs):
+        now[0] += 100.0
+        return real_evaluate(*args, **kwargs)
+
+    def slow_callback(info):
+        now[0] += 1000.0
+
+    monkeypatch.setattr(train_module, "evaluate", slow_evaluate)
+    config = replace(TINY.train, steps=6, warmup_steps=2, eval_interval=3)
+    torch.manual_seed(0)
+    model = build_model(65, TINY)
+    model.register_forward_pre_hook(lambda module, args: now.__setitem__(0, now[0] + 1.0) if module.training else None)
+    result = train(model, shakespeare, config, "cpu", progress=False, callback=slow_callback)
+    assert result.train_time_s == 6.0 and result.compile_time_s == 0.0
+    assert result.eval_time_s == 200.0
+    assert result.wall_time_s == 6.0 + 200.0 + 7 * 1000.0  # everything
+    assert result.tokens_per_s == 6 * config.batch_size * config.seq_len / 6.0
+
+
+def test_a_compiled_run_times_its_first_step_apart(shakespeare, monkeypatch):
+    # Dynamo with the eager backend: torch.compile's tracing, without the seconds of code generation.
+    compile = torch.compile
+    monkeypatch.setattr(train_module.torch, "compile", lambda model: compile(model, backend="eager"))
+    config = replace(TINY.train, steps=4, warmup_steps=1, eval_interval=4, compile=True)
+    torch.manual_seed(0)
+    seen = []
+    result = train(build_model(65, TINY), shakespeare, config, "cpu", progress=False, callback=seen.append)
+    assert [info.step for info in seen] == list(range(5))  # the callback runs with a compiled step too
+    assert result.compile_time_s > 0 and result.train_time_s > 0
+    assert result.tokens_per_s == pytest.approx(3 * config.batch_size * config.seq_len / result.train_time_s)
+    assert result.wall_time_s >= result.compile_time_s + result.train_time_s + result.eval_time_s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,42 +478,115 @@ def test_sample_is_seeded(trained, shakespeare):
 
 
 # ---------------------------------------------------------------------------------------------
-# Experiments: results files, the command line, the baseline.
+# Results files: strict, atomic, and never in book/results unless asked.
 
 
 def test_save_and_load_results_round_trip(tmp_path):
     results = {"experiment": "demo", "losses": [4.17, 3.2, 2.5], "nested": {"bpc": 1.5, "ok": True}}
-    path = experiments.save_results("demo", "cpu", results, tmp_path / "results")
+    path = save_results("demo", "cpu", results, tmp_path / "results")
     assert path == tmp_path / "results" / "demo-cpu.json"
     assert json.loads(path.read_text()) == results
-    assert experiments.load_results("demo", tmp_path / "results") == results
+    assert load_results("demo", tmp_path / "results") == results
+    assert [p.name for p in (tmp_path / "results").iterdir()] == ["demo-cpu.json"]  # no temporary file left
 
 
 def test_load_results_prefers_gpu_then_cpu_then_smoke(tmp_path):
     for profile in ("smoke", "cpu", "gpu"):
-        experiments.save_results("demo", profile, {"profile": profile}, tmp_path)
-    assert experiments.load_results("demo", tmp_path) == {"profile": "gpu"}
+        save_results("demo", profile, {"profile": profile}, tmp_path)
+    assert load_results("demo", tmp_path) == {"profile": "gpu"}
     (tmp_path / "demo-gpu.json").unlink()
-    assert experiments.load_results("demo", tmp_path) == {"profile": "cpu"}
+    assert load_results("demo", tmp_path) == {"profile": "cpu"}
     (tmp_path / "demo-cpu.json").unlink()
-    assert experiments.load_results("demo", tmp_path) == {"profile": "smoke"}
-    experiments.save_results("demo", "gpu", {"profile": "gpu"}, tmp_path)
-    assert experiments.load_results("demo", tmp_path, profiles=("smoke",)) == {"profile": "smoke"}
+    assert load_results("demo", tmp_path) == {"profile": "smoke"}
+    save_results("demo", "gpu", {"profile": "gpu"}, tmp_path)
+    assert load_results("demo", tmp_path, profiles=("smoke",)) == {"profile": "smoke"}
 
 
 def test_load_results_missing_names_the_command(tmp_path):
-    experiments.save_results("other", "gpu", {}, tmp_path)  # another experiment's file is no help
+    save_results("other", "gpu", {}, tmp_path)  # another experiment's file is no help
     with pytest.raises(FileNotFoundError, match=re.escape("python -m mixers.experiments.demo --profile cpu")) as info:
-        experiments.load_results("demo", tmp_path)
+        load_results("demo", tmp_path)
     assert str(tmp_path) in str(info.value)
 
 
-def test_results_dir_honours_environment(tmp_path, monkeypatch):
+def test_committed_results_are_read_from_book_results_and_old_files_still_load(monkeypatch):
+    monkeypatch.delenv("MIXERS_RESULTS", raising=False)
+    assert results_dir() == ROOT / "book" / "results"
+    committed = load_results("baseline")  # saved before train_time_s and the others existed
+    assert committed == json.loads((ROOT / "book" / "results" / "baseline-cpu.json").read_text())
+    assert committed["result"]["tokens_per_s"] > 0 and committed["provenance"]["wall_time_s"] > 0
+    assert experiments.load_results is load_results and experiments.PROFILE_ORDER == ("gpu", "cpu", "smoke")
+    assert experiments.results_path("baseline", "cpu") == ROOT / "book" / "results" / "baseline-cpu.json"
+
+
+def test_results_dir_honours_environment_and_runs_go_elsewhere(tmp_path, monkeypatch):
     monkeypatch.setenv("MIXERS_RESULTS", str(tmp_path / "elsewhere"))
-    assert experiments.results_dir() == tmp_path / "elsewhere"
-    path = experiments.save_results("demo", "smoke", {"x": 1})
-    assert path == tmp_path / "elsewhere" / "demo-smoke.json"
-    assert experiments.load_results("demo") == {"x": 1}
+    assert results_dir() == tmp_path / "elsewhere"
+    save_results("demo", "smoke", {"x": 1}, tmp_path / "elsewhere")
+    assert load_results("demo") == {"x": 1}
+    # By default a run writes to runs/ at the checkout's root, which git ignores.
+    assert runs_dir() == ROOT / "runs"
+    monkeypatch.setattr(results_module, "runs_dir", lambda: tmp_path / "runs")
+    assert save_results("demo", "smoke", {"x": 2}) == tmp_path / "runs" / "demo-smoke.json"
+
+
+def test_the_runs_folder_is_ignored_by_git():
+    try:
+        out = subprocess.run(["git", "check-ignore", "-q", "runs/baseline-cpu.json"], cwd=ROOT, timeout=10)
+    except OSError:
+        pytest.skip("no git")
+    if out.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert out.returncode == 0
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_refused_with_their_path(tmp_path, bad):
+    save_results("demo", "cpu", {"ok": 1.0}, tmp_path)
+    results = {"provenance": {}, "runs": [{"result": {"best_val_loss": 1.5}}, {"result": {"best_val_loss": bad}}]}
+    with pytest.raises(ValueError, match=re.escape(f"results['runs'][1]['result']['best_val_loss'] = {bad}")):
+        save_results("demo", "cpu", results, tmp_path)
+    assert load_results("demo", tmp_path) == {"ok": 1.0}  # the previous file is untouched
+    assert len(list(tmp_path.iterdir())) == 1
+
+
+def test_an_interrupted_write_leaves_the_previous_file_whole(tmp_path, monkeypatch):
+    save_results("demo", "cpu", {"version": 1}, tmp_path)
+
+    def crash(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(results_module.os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        save_results("demo", "cpu", {"version": 2}, tmp_path)
+    assert load_results("demo", tmp_path) == {"version": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["demo-cpu.json"]  # and no temporary file
+
+
+def test_writable_dir_makes_missing_folders_and_refuses_files(tmp_path):
+    assert writable_dir(tmp_path / "a" / "b") == tmp_path / "a" / "b" and (tmp_path / "a" / "b").is_dir()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is not a directory"):
+        writable_dir(tmp_path / "file")
+    with pytest.raises(ValueError, match="cannot write results"):
+        writable_dir(tmp_path / "file" / "below")
+
+
+def test_saved_results_put_their_provenance_first(tmp_path):
+    save_results("demo", "cpu", {"runs": [1, 2], "provenance": {"profile": "cpu", "torch": "x"}}, tmp_path)
+    text = (tmp_path / "demo-cpu.json").read_text()
+    assert text.index('"provenance"') < text.index('"runs"')
+    assert load_results("demo", tmp_path) == {"provenance": {"profile": "cpu", "torch": "x"}, "runs": [1, 2]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The command lines: checked as they are parsed, before anything runs.
+
+DURATIONS = {"smoke": "seconds", "cpu": "about 5 minutes on two CPU cores", "gpu": "minutes"}
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("ran despite a bad command line")
 
 
 def test_command_line_writes_results(tmp_path, monkeypatch, capsys):
@@ -441,16 +597,94 @@ def test_command_line_writes_results(tmp_path, monkeypatch, capsys):
         return {"profile": profile}
 
     monkeypatch.setattr(sys, "argv", ["demo", "--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
-    experiments.main("demo", run, "a demo")
+    experiments.main("demo", run, "a demo", DURATIONS)
     assert calls == [("smoke", False)]
     assert json.loads((tmp_path / "demo-smoke.json").read_text()) == {"profile": "smoke"}
     assert str(tmp_path / "demo-smoke.json") in capsys.readouterr().out
 
     monkeypatch.setenv("MIXERS_PROFILE", "cpu")
     monkeypatch.setattr(sys, "argv", ["demo", "--out", str(tmp_path)])
-    experiments.main("demo", run, "a demo")
+    experiments.main("demo", run, "a demo", DURATIONS)
     assert calls[-1] == ("cpu", True)
     assert (tmp_path / "demo-cpu.json").is_file()
+
+
+def test_command_line_writes_to_the_runs_folder_by_default(tmp_path, monkeypatch):
+    monkeypatch.setattr(experiments, "runs_dir", lambda: tmp_path / "runs")
+    monkeypatch.setattr(sys, "argv", ["demo", "--profile", "smoke"])
+    experiments.main("demo", lambda profile, progress: {"x": 1}, "a demo", DURATIONS)
+    assert json.loads((tmp_path / "runs" / "demo-smoke.json").read_text()) == {"x": 1}
+
+
+def test_help_says_where_results_go_and_how_long_profiles_take(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["demo", "--help"])
+    with pytest.raises(SystemExit) as info:
+        experiments.main("demo", _never, "a demo", DURATIONS)
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    assert "runs" in text and "--out book/results" in text and "about 5 minutes on two CPU cores" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--out", "FILE"], "is not a directory"),
+    (["--out", "FILE/below"], "cannot write results"),
+    (["--profile", "huge"], "invalid choice"),
+])
+def test_command_line_refuses_a_bad_argument_before_running(tmp_path, monkeypatch, capsys, argv, message):
+    (tmp_path / "FILE").write_text("x")
+    argv = [arg.replace("FILE", str(tmp_path / "FILE")) for arg in argv]
+    monkeypatch.setattr(sys, "argv", ["demo", *argv])
+    with pytest.raises(SystemExit) as info:
+        experiments.main("demo", _never, "a demo", DURATIONS)
+    assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_bad_mixers_profile_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MIXERS_PROFILE", "huge")
+    monkeypatch.setattr(sys, "argv", ["demo", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as info:
+        experiments.main("demo", _never, "a demo", DURATIONS)
+    assert info.value.code == 2 and "MIXERS_PROFILE must be one of" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--repeats", "0"], ["--repeats", "-2"], ["--lengths", "64", "0"],
+                                  ["--lengths", "-16"], ["--lengths", "x"]])
+def test_alibi_bench_refuses_bad_numbers_before_compiling(tmp_path, monkeypatch, capsys, argv):
+    from mixers.bench import alibi as bench
+
+    monkeypatch.setattr(bench, "run", _never)
+    monkeypatch.setattr(sys, "argv", ["bench", "--profile", "smoke", "--out", str(tmp_path), *argv])
+    with pytest.raises(SystemExit) as info:
+        bench.main()
+    assert info.value.code == 2 and f"argument {argv[0]}: must be a positive integer" in capsys.readouterr().err
+
+
+def test_alibi_bench_run_refuses_bad_numbers_too():
+    from mixers.bench import alibi as bench
+
+    for lengths, repeats in (((16, 0), 1), ((16,), 0), ((), 1)):
+        with pytest.raises(ValueError, match="must be positive"):
+            bench.run("smoke", lengths=lengths, repeats=repeats)
+
+
+def test_benchmarks_check_their_output_folder_before_running(tmp_path, monkeypatch, capsys):
+    from mixers.bench import alibi, cpu_precision
+
+    (tmp_path / "file").write_text("x")
+    for module in (alibi, cpu_precision):
+        monkeypatch.setattr(module, "run", _never)
+        monkeypatch.setattr(sys, "argv", ["bench", "--profile", "smoke", "--out", str(tmp_path / "file")])
+        with pytest.raises(SystemExit):
+            module.main()
+        assert "is not a directory" in capsys.readouterr().err
+        monkeypatch.setattr(sys, "argv", ["bench", "--help"])
+        with pytest.raises(SystemExit):
+            module.main()
+        assert "--out book/results" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# The baseline experiment and the helpers experiments share.
 
 
 def test_baseline_run_produces_results_with_provenance(monkeypatch):
@@ -463,18 +697,9 @@ def test_baseline_run_produces_results_with_provenance(monkeypatch):
     assert results["result"]["steps"] == [20, 40, 60]
     prov = results["provenance"]
     assert prov["profile"] == "tiny" and prov["wall_time_s"] > 0 and prov["seeds"] == [TINY.train.seed]
-    written = json.loads(json.dumps(results))  # what save_results writes must read back
+    written = json.loads(results_module.to_json(results))  # what save_results writes must read back
     assert written["full_val_loss"] == results["full_val_loss"] and written["sample"] == results["sample"]
     assert written["result"]["val_loss"] == results["result"]["val_loss"]
-
-
-def test_saved_results_put_their_provenance_first(tmp_path):
-    from mixers.experiments import load_results, save_results
-
-    save_results("demo", "cpu", {"runs": [1, 2], "provenance": {"profile": "cpu", "torch": "x"}}, tmp_path)
-    text = (tmp_path / "demo-cpu.json").read_text()
-    assert text.index('"provenance"') < text.index('"runs"')
-    assert load_results("demo", tmp_path) == {"provenance": {"profile": "cpu", "torch": "x"}, "runs": [1, 2]}
 
 
 def test_profile_settings_names_the_profiles():

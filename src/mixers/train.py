@@ -10,25 +10,26 @@ the hardware:
 
 The default is ``gpu`` when CUDA is available and ``smoke`` otherwise; the
 environment variable ``MIXERS_PROFILE`` forces one. Every run records where and
-how it ran (``provenance``), so that every number in the book can say so too.
+how it ran (``mixers.results.provenance``), so that every number in the book can say so too.
+
+A diverging run stops with ``TrainingDiverged`` instead of saving NaN; ``train``'s ``callback``
+sees the model after every optimizer step (what an experiment records along the way).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import platform
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
-from pathlib import Path
+from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
 
 from .data import CharDataset, random_batch, sequential_windows
 from .model import LanguageModel, ModelConfig
+from .results import device_name, provenance  # noqa: F401  (device_name: the chapters import it from here)
 
 
 @dataclass
@@ -85,14 +86,8 @@ PROFILES: dict[str, Profile] = {
         TrainConfig(steps=300, batch_size=32, seq_len=64, lr=5e-3, warmup_steps=20,
                     eval_interval=50, eval_batches=4),
     ),
-    # Sized to finish in under 6 minutes on two CPU cores, whose speed varies by +-15% from one
-    # run to the next on a shared machine. bf16 autocast on a CPU with native bf16 (AVX512-BF16
-    # or AMX) makes a step about 1.6x faster (python -m mixers.bench.cpu_precision); torch's
-    # fused AdamW measured no faster; torch.compile measured no faster (350 vs 346 ms a step in
-    # float32) and costs its compile time, so the profile runs eagerly. Trials of this profile in
-    # bf16 (best validation loss, training seconds): d_model 192 for 1,300 steps 1.584 (320-347 s);
-    # 192 for 1,200 steps 1.604 and 1.620 (~325 s); 128 for 1,800 steps 1.634 (286 s); this one,
-    # 160 for 1,350 steps, 1.598 (309 s).
+    # The largest model that trains in about 5 minutes on two CPU cores: bf16 where the CPU has it
+    # (python -m mixers.bench.cpu_precision), eagerly (torch.compile was no faster at this size).
     "cpu": Profile(
         "cpu",
         dict(block_size=128, d_model=160, n_layers=4, n_heads=5, dropout=0.0),
@@ -128,51 +123,6 @@ def get_profile(name: str | None = None) -> Profile:
 
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def device_name(device: torch.device) -> str:
-    """A human name for ``device``: the GPU's model, or the CPU's and its core count."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu} ({torch.get_num_threads()} threads)"
-
-
-def git_commit() -> str | None:
-    """The commit of the working tree this code runs from, if it is a git checkout; ``-dirty``
-    when the package's own files differ from it (results and notebooks being rewritten do not
-    change what ran)."""
-    try:
-        here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
-        if out.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "."], cwd=here,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def provenance(profile: str, device: torch.device, seeds: list[int] | None = None) -> dict:
-    """Where, when and with what a result was produced."""
-    return {
-        "profile": profile,
-        "device": device_name(device),
-        "device_type": device.type,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "git_commit": git_commit(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "seeds": seeds or [],
-    }
 
 
 def lr_at(step: int, config: TrainConfig) -> float:
@@ -281,25 +231,56 @@ def evaluate_sequential(
     return total / count
 
 
+class TrainingDiverged(RuntimeError):
+    """A training or validation loss became NaN or infinite: the run diverged."""
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """What ``train``'s callback sees: the ``model`` after ``step`` optimizer steps (0: before the
+    first), the training loss of the last step and the learning rate it used (None at step 0)."""
+
+    step: int
+    model: LanguageModel
+    loss: float | None = None
+    lr: float | None = None
+
+
 @dataclass
 class TrainResult:
-    """What a run produced: its loss curves, its best validation loss and its provenance."""
+    """What a run produced: its loss curves, its best validation loss, its timings and its provenance.
+
+    Timings, in seconds: ``train_time_s`` is the training steps alone (forward, backward, update),
+    without the first when compiling, which is ``compile_time_s``; ``eval_time_s`` the evaluations
+    during training; ``wall_time_s`` everything. ``tokens_per_s`` is the tokens of the timed steps
+    over ``train_time_s``. Results saved before these fields existed timed everything in
+    ``wall_time_s`` and ``tokens_per_s``.
+    """
 
     model_config: dict
     train_config: dict
     steps: list[int] = field(default_factory=list)  # evaluation steps
     train_loss: list[float] = field(default_factory=list)  # at those steps
     val_loss: list[float] = field(default_factory=list)
-    best_val_loss: float = math.inf
-    best_val_bpc: float = math.inf  # bits per character = nats / ln 2
-    final_val_loss: float = math.inf
+    best_val_loss: float | None = None  # set when train() returns
+    best_val_bpc: float | None = None  # bits per character = nats / ln 2
+    final_val_loss: float | None = None
     parameters: int = 0
     wall_time_s: float = 0.0
+    train_time_s: float = 0.0
+    compile_time_s: float = 0.0
+    eval_time_s: float = 0.0
     tokens_per_s: float = 0.0
     provenance: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _diverged(what: str, loss: float, step: int, lr: float, config: TrainConfig) -> TrainingDiverged:
+    return TrainingDiverged(
+        f"{what} loss is {loss} at step {step} of {config.steps} (learning rate {lr:.3g}): the run diverged. "
+        f"Try a smaller lr than TrainConfig.lr = {config.lr:g}, or more warmup_steps.")
 
 
 def train(
@@ -310,11 +291,14 @@ def train(
     profile: str = "custom",
     progress: bool = True,
     description: str = "train",
+    callback: Callable[[StepInfo], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``dataset.train``; evaluate on ``dataset.val`` every ``eval_interval`` steps.
 
-    Seeded: on the CPU, the same seed gives the same losses, bit for bit. The
-    tqdm bar shows the running training loss and the last validation loss.
+    Seeded: on the CPU, the same seed gives the same losses, bit for bit. The tqdm bar shows the
+    running training loss and the last validation loss. ``callback(StepInfo)``, if given, runs
+    before the first step (step 0) and after every optimizer step (steps 1 to ``config.steps``),
+    outside the timings. A NaN or infinite loss raises ``TrainingDiverged``.
     """
     device = torch.device(device) if device is not None else default_device()
     torch.manual_seed(config.seed)
@@ -328,45 +312,66 @@ def train(
                          provenance=provenance(profile, device, [config.seed]))
     # What the training steps, and the evaluations during training, computed in.
     result.provenance["train_precision"] = ("bf16 autocast" if uses_bf16(device, config.amp, config.cpu_amp)
-                                      else "float32")
+                                            else "float32")
 
-    def run_eval(step: int, train_loss: float) -> None:
-        val = evaluate(model, dataset.val, config.seq_len, config.eval_batches, eval_batch_size,
-                       seed=config.seed + 1, device=device, amp=config.amp, cpu_amp=config.cpu_amp)
-        result.steps.append(step)
-        result.train_loss.append(train_loss)
-        result.val_loss.append(val)
-        result.best_val_loss = min(result.best_val_loss, val)
+    def clock() -> float:  # waits for queued GPU work, so that a step's time includes it
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
 
+    start = clock()
+    if callback is not None:
+        callback(StepInfo(0, model))
     bar = tqdm(range(config.steps), desc=description, disable=not progress, mininterval=1.0)
     running_loss = math.nan
-    start = time.perf_counter()
-    for step in bar:
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, config)
-        x, y = random_batch(dataset.train, config.batch_size, config.seq_len, batch_generator, device)
-        with _autocast(device, config.amp, config.cpu_amp):
-            _, loss = step_fn(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        loss_value = loss.item()
-        running_loss = loss_value if math.isnan(running_loss) else 0.9 * running_loss + 0.1 * loss_value
-        last_step = step == config.steps - 1
-        if (step + 1) % config.eval_interval == 0 or last_step:
-            run_eval(step + 1, running_loss)
-            bar.set_postfix(loss=f"{running_loss:.3f}", val=f"{result.val_loss[-1]:.3f}")
-        elif step % 10 == 0:
-            bar.set_postfix(loss=f"{running_loss:.3f}")
-    bar.close()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    result.wall_time_s = time.perf_counter() - start
-    result.tokens_per_s = config.steps * config.batch_size * config.seq_len / result.wall_time_s
-    result.final_val_loss = result.val_loss[-1]
+    timed_steps = 0
+    try:
+        for step in bar:
+            lr = lr_at(step, config)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            step_start = clock()
+            x, y = random_batch(dataset.train, config.batch_size, config.seq_len, batch_generator, device)
+            with _autocast(device, config.amp, config.cpu_amp):
+                _, loss = step_fn(x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            loss_value = loss.item()
+            seconds = clock() - step_start
+            if config.compile and step == 0:  # the first compiled step compiles
+                result.compile_time_s = seconds
+            else:
+                result.train_time_s += seconds
+                timed_steps += 1
+            if not math.isfinite(loss_value):
+                raise _diverged("the training", loss_value, step + 1, lr, config)
+            if callback is not None:
+                callback(StepInfo(step + 1, model, loss_value, lr))
+            running_loss = loss_value if math.isnan(running_loss) else 0.9 * running_loss + 0.1 * loss_value
+            if (step + 1) % config.eval_interval == 0 or step == config.steps - 1:
+                eval_start = clock()
+                val = evaluate(model, dataset.val, config.seq_len, config.eval_batches, eval_batch_size,
+                               seed=config.seed + 1, device=device, amp=config.amp, cpu_amp=config.cpu_amp)
+                result.eval_time_s += clock() - eval_start
+                if not math.isfinite(val):
+                    raise _diverged("the validation", val, step + 1, lr, config)
+                result.steps.append(step + 1)
+                result.train_loss.append(running_loss)
+                result.val_loss.append(val)
+                bar.set_postfix(loss=f"{running_loss:.3f}", val=f"{val:.3f}")
+            elif step % 10 == 0:
+                bar.set_postfix(loss=f"{running_loss:.3f}")
+    finally:
+        bar.close()
+    result.wall_time_s = clock() - start
+    tokens = timed_steps * config.batch_size * config.seq_len
+    result.tokens_per_s = tokens / result.train_time_s if timed_steps else 0.0  # 0: no step timed
+    result.best_val_loss = min(result.val_loss)
     result.best_val_bpc = result.best_val_loss / math.log(2)
+    result.final_val_loss = result.val_loss[-1]
     model.eval()
     return result
 
@@ -384,13 +389,16 @@ def run_profile(
     device: torch.device | str | None = None,
     progress: bool = True,
     description: str = "train",
+    callback: Callable[[StepInfo], None] | None = None,
 ) -> tuple[LanguageModel, TrainResult]:
-    """Build and train one model under a profile; the building block of every experiment."""
+    """Build and train one model under a profile; the building block of every experiment.
+
+    ``callback``: as in ``train``."""
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     config = replace(profile.train, **(train_overrides or {}))
     torch.manual_seed(config.seed)  # the same seed gives the same initial weights
     model = build_model(dataset.tokenizer.vocab_size, profile, **(model_overrides or {}))
-    result = train(model, dataset, config, device, profile.name, progress, description)
+    result = train(model, dataset, config, device, profile.name, progress, description, callback)
     return model, result
 
 

@@ -2,8 +2,9 @@
 
 A benchmark times implementations of the same function *side by side in one run*: for each
 size it interleaves them, repeats, and reports medians, so that a change in the machine's load
-hits every implementation alike. Results go through ``mixers.experiments.save_results`` to
-``book/results/NAME-PROFILE.json`` with the same provenance as an experiment's.
+hits every implementation alike. Results go through ``mixers.results.save_results`` to
+``runs/NAME-PROFILE.json`` (``--out book/results`` for the chapters') with the same provenance
+as an experiment's.
 
 The helpers here are what every benchmark needs: a clock that waits for the GPU, and the peak
 memory that a call allocates.

@@ -1,12 +1,14 @@
-"""Speed and memory of causal ALiBi attention: the seed's layout against the package's backends.
+"""Speed and memory of causal ALiBi attention: labml's layout against the package's backends.
 
 ``python -m mixers.bench.alibi --profile cpu`` times, for sequence lengths from 256 to 2048
 (to 4096 with ``--profile gpu``), the forward pass and the forward plus backward pass of
 
 =================  ==============================================================================
-``seed``           ``mixers.alibi.seed_style_alibi_attention``: the seed's layout, scores
-                   materialised as ``[L, L, batch, heads]`` by einsum, the bias ``m·j`` added,
-                   masked, soft-maxed over a strided dim
+``seed``           ``mixers.alibi.labml_style_alibi_attention``: the layout of labml's
+                   implementation (labml.ai's "Annotated Deep Learning Paper Implementations"),
+                   scores materialised as ``[L, L, batch, heads]`` by einsum, the bias ``m·j``
+                   added, masked, soft-maxed over a strided dim (``seed`` and ``speedup_vs_seed``
+                   in the results: the names of the committed ones, which the chapter reads)
 ``eager``          ``AlibiMultiHeadAttention(backend="eager")``: ``alibi_bias`` built for the call,
                    ``mixers.attention.scaled_dot_product_attention`` (scores ``[batch, heads, L, L]``)
 ``sdpa``           ``AlibiMultiHeadAttention(backend="sdpa")``: torch's fused SDPA, with the bias
@@ -30,28 +32,28 @@ At the longest length it also repeats the forward comparison for other batch siz
 shapes (``extra_shapes``), and splits FlexAttention's time into the kernel and the causal block
 mask, which the layer builds once per length and caches (``flex_diagnostics``).
 
-It writes ``book/results/alibi_bench-PROFILE.json`` with the provenance of the run.
+It writes ``alibi_bench-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the chapter's)
+with the provenance of the run.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import warnings
-from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import Tensor, nn
 
-from ..alibi import AlibiMultiHeadAttention, seed_style_alibi_attention
+from ..alibi import AlibiMultiHeadAttention, labml_style_alibi_attention
 from ..attention import MultiHeadAttention
-from ..experiments import cpu_threads, profile_settings, save_results
-from ..train import provenance
+from ..experiments import command_line, cpu_threads, positive_int, profile_settings
+from ..results import provenance, save_results
 from . import peak_memory, time_call, time_interleaved
 
 NAME = "alibi_bench"
+DURATIONS = {"smoke": "seconds", "cpu": "about 3 minutes on one CPU core", "gpu": "minutes on one GPU"}
 
 IMPLEMENTATIONS = ("seed", "eager", "sdpa", "flex", "causal_sdpa")
 MODES = ("forward", "forward_backward")
@@ -96,12 +98,12 @@ def build_implementations(heads: int, d_head: int, device, names=IMPLEMENTATIONS
     floor = _without_projections(MultiHeadAttention(d_model, heads, causal=True, backend="sdpa"))
     reference = layers["eager"]
 
-    def seed(x: Tensor) -> Tensor:
+    def labml(x: Tensor) -> Tensor:
         q = reference._split_heads(x)                                        # [batch, heads, L, d_head]
-        out = seed_style_alibi_attention(q, q, q, reference.slopes)
+        out = labml_style_alibi_attention(q, q, q, reference.slopes)
         return reference._merge_heads(out)
 
-    functions = {"seed": seed, **layers, "causal_sdpa": floor}
+    functions = {"seed": labml, **layers, "causal_sdpa": floor}
     for layer in (*layers.values(), floor):
         layer.to(device).eval()
     return {name: functions[name] for name in names}
@@ -186,17 +188,17 @@ def bench_length(functions: dict, length: int, batch: int, heads: int, d_head: i
 
     speedup = {mode: {} for mode in modes}
     for mode in modes:
-        seed_row = rows.get("seed", {}).get(mode, {})
+        labml_row = rows.get("seed", {}).get(mode, {})
         for name in functions:
             row = rows[name].get(mode, {})
-            if "median_s" in row and "median_s" in seed_row:
-                speedup[mode][name] = seed_row["median_s"] / row["median_s"]
+            if "median_s" in row and "median_s" in labml_row:
+                speedup[mode][name] = labml_row["median_s"] / row["median_s"]
     itemsize = torch.finfo(dtype).bits // 8
     return {
         "length": length,
         "implementations": rows,
         "speedup_vs_seed": speedup,
-        # The size of one [L, L, batch, heads] score tensor: the unit of the seed's memory.
+        # The size of one [L, L, batch, heads] score tensor: the unit of labml's layout's memory.
         "scores_tensor_bytes": length * length * batch * heads * itemsize,
     }
 
@@ -258,15 +260,16 @@ def run(profile: str = "cpu", lengths=None, repeats: int | None = None, implemen
         settings["lengths"] = tuple(lengths)
     if repeats is not None:
         settings["repeats"] = repeats
+    if settings["repeats"] < 1 or not settings["lengths"] or min(settings["lengths"]) < 1:
+        raise ValueError(f"repeats and lengths must be positive, got {settings['repeats']} and {settings['lengths']}")
     device = torch.device(settings["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"profile {profile!r} needs a CUDA GPU; none is available")
     dtype = getattr(torch, settings["dtype"])
     torch.manual_seed(0)
     # Every shape gets a kernel compiled for exactly that shape, as a model run at one length would
-    # use, instead of torch.compile's switch to one dynamic-shape kernel after the second length.
-    # (With torch 2.13 on a CPU, that dynamic FlexAttention kernel failed to compile for one of the
-    # extra shapes: a C++ error inside Inductor's template.) The limit makes room for the kernels.
+    # use, rather than one dynamic-shape kernel (which failed to compile for an extra shape on a
+    # CPU); the recompile limit makes room for them all.
     with cpu_threads(settings.get("threads"), enabled=device.type == "cpu"):
         with torch._dynamo.config.patch(automatic_dynamic_shapes=False, recompile_limit=64):
             out = _run(settings, device, dtype, tuple(implementations), progress, memory)
@@ -319,7 +322,7 @@ def _run(settings: dict, device: torch.device, dtype: torch.dtype, implementatio
                 ("layer", "kernel_with_alibi", "kernel_without_bias", "create_block_mask")), flush=True)
     extra = []
     for shape in settings.get("extra_shapes", ()):
-        names = tuple(name for name in implementations if name != "eager")  # eager ~ seed; saves time
+        names = tuple(name for name in implementations if name != "eager")  # eager ~ labml's; saves time
         extra_functions = build_implementations(shape["heads"], shape["d_head"], device, names)
         row = bench_length(extra_functions, longest, shape["batch"], shape["heads"], shape["d_head"], dtype, device,
                            settings["repeats"], modes=("forward",), memory=False)
@@ -350,17 +353,15 @@ def format_row(row: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m mixers.bench.alibi", description=__doc__.splitlines()[0])
+    parser = command_line("python -m mixers.bench.alibi", __doc__.splitlines()[0], DURATIONS)
     parser.add_argument("--profile", choices=sorted(SETTINGS), default="gpu" if torch.cuda.is_available() else "cpu",
                         help="sizes and device (default: gpu with CUDA, else cpu)")
-    parser.add_argument("--lengths", type=int, nargs="+", default=None, help="override the profile's lengths")
-    parser.add_argument("--repeats", type=int, default=None, help="override the profile's repeats")
-    parser.add_argument("--out", type=Path, default=None, help="directory for the results JSON")
+    parser.add_argument("--lengths", type=positive_int, nargs="+", default=None, help="override the profile's lengths")
+    parser.add_argument("--repeats", type=positive_int, default=None, help="override the profile's repeats")
     parser.add_argument("--no-progress", action="store_true", help="do not print each length as it finishes")
     args = parser.parse_args()
     results = run(args.profile, args.lengths, args.repeats, progress=not args.no_progress)
-    path = save_results(NAME, args.profile, results, args.out)
-    print(f"wrote {path}")
+    print(f"wrote {save_results(NAME, args.profile, results, args.out)}")
 
 
 if __name__ == "__main__":

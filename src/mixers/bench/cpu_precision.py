@@ -7,8 +7,9 @@ size, in three precisions, interleaved and repeated in one run:
 ==================  ===========================================================================
 ``float32``         everything in float32
 ``bf16``            bf16 autocast, torch's attention kernel in bf16 too
-``bf16_fp32_attn``  bf16 autocast, attention in float32 (``mixers.attention.fused_attention``):
-                    what the ``cpu`` profile runs on a CPU with native bf16
+                    (``MultiHeadAttention.cpu_bf16_sdpa_in_float32 = False``)
+``bf16_fp32_attn``  bf16 autocast, attention in float32 (``cpu_bf16_sdpa_in_float32 = True``,
+                    the default): what the ``cpu`` profile runs on a CPU with native bf16
 ==================  ===========================================================================
 
 and, to show where the difference comes from, torch's causal attention kernel alone (forward
@@ -21,28 +22,27 @@ matrices two to three times faster than float32 ones, but torch's CPU flash-atte
 slower in bf16 than in float32; the profile takes the fast half of each. On a CPU without
 native bf16, bf16 is emulated and everything is slower: the profile then trains in float32.
 
-It writes ``book/results/cpu_precision-PROFILE.json`` with the provenance of the run.
+It writes ``cpu_precision-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the chapter's)
+with the provenance of the run.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import time
-from contextlib import contextmanager
-from pathlib import Path
-from unittest import mock
 
 import torch
 import torch.nn.functional as F
 
-from .. import attention
+from ..attention import MultiHeadAttention
 from ..data import CharDataset, random_batch
-from ..experiments import profile_settings, save_results
-from ..train import build_model, cpu_has_bf16, get_profile, make_optimizer, provenance
+from ..experiments import command_line, profile_settings
+from ..results import provenance, save_results
+from ..train import build_model, cpu_has_bf16, get_profile, make_optimizer
 from . import time_interleaved
 
 NAME = "cpu_precision"
+DURATIONS = {"smoke": "seconds", "cpu": "under a minute"}
 PRECISIONS = ("float32", "bf16", "bf16_fp32_attn")
 SETTINGS = {
     "smoke": dict(profile="smoke", repeats=2),
@@ -50,19 +50,19 @@ SETTINGS = {
 }
 
 
-@contextmanager
-def _precision(name: str):
-    """Run the block in precision ``name`` (one of ``PRECISIONS``)."""
-    if name == "float32":
-        yield
-        return
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        if name == "bf16_fp32_attn":
-            yield
-            return
-        # Plain torch: the package's attention layers call fused_attention; hand them torch's SDPA.
-        with mock.patch.object(attention, "fused_attention", F.scaled_dot_product_attention):
-            yield
+def _replica(model: torch.nn.Module, precision: str) -> torch.nn.Module:
+    """A copy of ``model`` (the same weights) whose attention runs as ``precision`` asks: in plain
+    bf16 torch SDPA for ``"bf16"``, else as the package's layers do by default."""
+    replica = copy.deepcopy(model)
+    if precision == "bf16":
+        for m in replica.modules():
+            if isinstance(m, MultiHeadAttention):
+                m.cpu_bf16_sdpa_in_float32 = False
+    return replica
+
+
+def _autocast(precision: str):
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision != "float32")
 
 
 def training_steps(profile_name: str, repeats: int) -> dict:
@@ -76,13 +76,13 @@ def training_steps(profile_name: str, repeats: int) -> dict:
     rows = {}
     steps = {}
     for name in PRECISIONS:
-        replica = copy.deepcopy(model)  # the same initial weights for each precision
+        replica = _replica(model, name)  # the same initial weights for each precision
         optimizer = make_optimizer(replica, profile.train)
-        with torch.no_grad(), _precision(name):
+        with torch.no_grad(), _autocast(name):
             rows[name] = {"initial_loss": replica(x, y)[1].item()}
 
         def step(replica=replica, optimizer=optimizer, name=name):
-            with _precision(name):
+            with _autocast(name):
                 _, loss = replica(x, y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -157,12 +157,10 @@ def format_results(results: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog=f"python -m mixers.bench.{NAME}", description=__doc__.splitlines()[0])
+    parser = command_line(f"python -m mixers.bench.{NAME}", __doc__.splitlines()[0], DURATIONS)
     parser.add_argument("--profile", choices=sorted(SETTINGS), default="cpu", help="model sizes (default: cpu)")
-    parser.add_argument("--out", type=Path, default=None, help="directory for the results JSON")
     args = parser.parse_args()
-    path = save_results(NAME, args.profile, run(args.profile), args.out)
-    print(f"wrote {path}")
+    print(f"wrote {save_results(NAME, args.profile, run(args.profile), args.out)}")
 
 
 if __name__ == "__main__":

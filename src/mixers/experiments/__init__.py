@@ -1,25 +1,23 @@
 """One module per chapter experiment: ``run(profile) -> results`` and a CLI writing JSON.
 
-Run one with ``python -m mixers.experiments.NAME --profile {smoke,cpu,gpu}``; the
-results land in ``book/results/NAME-PROFILE.json`` with their provenance, and the
-chapter plots the committed results of the largest profile that was run.
+Run one with ``python -m mixers.experiments.NAME --profile {smoke,cpu,gpu}``; the results land
+in ``runs/NAME-PROFILE.json`` with their provenance (``mixers.results``). The chapter plots the
+committed results in ``book/results`` of the largest profile that was run; ``--out book/results``
+replaces them.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
 
+# PROFILE_ORDER, load_results and results_path: re-exported, the chapters import them from here.
+from ..results import PROFILE_ORDER, load_results, results_path, runs_dir, save_results, writable_dir  # noqa: F401
 from ..train import PROFILES, Profile, default_profile_name, get_profile
-
-# Largest first: a chapter shows the biggest run that has been committed.
-PROFILE_ORDER = ("gpu", "cpu", "smoke")
 
 
 def profile_settings(profile: str, settings: dict) -> dict:
@@ -58,53 +56,51 @@ def cpu_threads(threads: int | None, enabled: bool | None = None) -> Iterator[No
         torch.set_num_threads(before)
 
 
-def results_dir() -> Path:
-    """``$MIXERS_RESULTS``, else the ``book/results`` of the checkout this package lives in,
-    else ``book/results`` (or ``results``) under the current directory."""
-    if os.environ.get("MIXERS_RESULTS"):
-        return Path(os.environ["MIXERS_RESULTS"])
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "book" / "results").is_dir():
-            return parent / "book" / "results"
-    cwd = Path.cwd()
-    return cwd / "results" if cwd.name == "book" else cwd / "book" / "results"
+# ---------------------------------------------------------------------------------------------
+# The command lines of the experiments and benchmarks. Every argument is checked as it is parsed,
+# before anything trains or compiles.
 
 
-def results_path(name: str, profile: str, directory: Path | None = None) -> Path:
-    return (directory or results_dir()) / f"{name}-{profile}.json"
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return int(text)
 
 
-def save_results(name: str, profile: str, results: dict, directory: Path | None = None) -> Path:
-    """Write ``results`` as JSON, its ``provenance`` first so a reader sees where it came from."""
-    if "provenance" in results:
-        results = {"provenance": results["provenance"], **results}
-    path = results_path(name, profile, directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=1) + "\n")
-    return path
+def output_dir(text: str) -> Path:
+    """argparse type: a directory the results can be written in (created if missing)."""
+    try:
+        return writable_dir(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def load_results(name: str, directory: Path | None = None, profiles: tuple[str, ...] = PROFILE_ORDER) -> dict:
-    """The committed results of the largest profile that was run for experiment ``name``."""
-    for profile in profiles:
-        path = results_path(name, profile, directory)
-        if path.is_file():
-            return json.loads(path.read_text())
-    raise FileNotFoundError(
-        f"no results for experiment {name!r} under {directory or results_dir()}; "
-        f"run: python -m mixers.experiments.{name} --profile cpu"
-    )
+def command_line(prog: str, description: str, durations: dict[str, str]) -> argparse.ArgumentParser:
+    """A parser with the ``--out`` every experiment and benchmark shares; its help says how long
+    each profile takes (``durations``: profile -> text) and where the results go."""
+    lines = [f"  {name:6} {text}" for name, text in durations.items()]
+    epilog = "\n".join(["how long each profile takes:", *lines, "",
+                        "The results go to DIR/NAME-PROFILE.json with DIR = runs/ (untracked) unless --out",
+                        "says otherwise; --out book/results replaces the committed results the chapters read."])
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    # A string default goes through `type` too: the folder is checked (and made) before any run.
+    parser.add_argument("--out", type=output_dir, default=str(runs_dir()), metavar="DIR",
+                        help="directory for the results JSON (default: %(default)s)")
+    return parser
 
 
-def main(name: str, run: Callable[..., dict], description: str) -> None:
+def main(name: str, run: Callable[..., dict], description: str, durations: dict[str, str]) -> None:
     """The command line every experiment module shares."""
-    parser = argparse.ArgumentParser(prog=f"python -m mixers.experiments.{name}", description=description)
+    parser = command_line(f"python -m mixers.experiments.{name}", description, durations)
     parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
                         help="training size (default: MIXERS_PROFILE, else gpu with CUDA, else smoke)")
-    parser.add_argument("--out", type=Path, default=None, help="directory for the results JSON")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     args = parser.parse_args()
-    profile = args.profile or default_profile_name()
+    try:
+        profile = args.profile or default_profile_name()
+    except ValueError as error:  # a bad MIXERS_PROFILE
+        parser.error(str(error))
     results = run(profile, progress=not args.no_progress)
-    path = save_results(name, profile, results, args.out)
-    print(f"wrote {path}")
+    print(f"wrote {save_results(name, profile, results, args.out)}")

@@ -23,8 +23,9 @@ loss at every position of the window (``per_position_loss``), averaged over the 
 Learned positions have no row for position L or beyond: the model raises a ``ValueError`` there,
 and the results say so (``loss: null`` with the error message) instead of inventing a number.
 
-It writes ``book/results/alibi_extrapolation-PROFILE.json``: per scheme the loss curves, the
-loss at each evaluation length, the per-position losses, and the provenance of the run.
+It writes ``alibi_extrapolation-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the
+chapter's): per scheme the loss curves, the loss at each evaluation length, the per-position
+losses, and the provenance of the run.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ..train import run_profile
 from . import cpu_threads, experiment_settings, main
 
 NAME = "alibi_extrapolation"
+DURATIONS = {"smoke": "seconds", "cpu": "about 13 minutes on two CPU cores", "gpu": "tens of minutes on one GPU"}
 
 # As in the attention_scaling experiment: small models on a CPU run about as fast on one intra-op
 # thread as on two quiet cores, and far faster when the cores are shared. Provenance records it.
@@ -207,4 +209,4 @@ def run(profile: str, progress: bool = True) -> dict:
 
 
 if __name__ == "__main__":
-    main(NAME, run, __doc__.splitlines()[0])
+    main(NAME, run, __doc__.splitlines()[0], DURATIONS)

@@ -2,13 +2,14 @@
 
 ``python -m mixers.experiments.attention_scaling --profile cpu`` trains the same small
 character-level transformer with causal multi-head attention that scales its scores by
-``1/sqrt(d_head)`` (the token mixer ``"attention"``) and with the seed code's un-scaled scores
+``1/sqrt(d_head)`` (the token mixer ``"attention"``) and with the raw dot products as scores
 (``"attention_unscaled"``, ``scale=1``), at a few head sizes. ``d_model`` is fixed and ``d_head``
 varies through ``n_heads``, so every model has the same parameters; only the scale differs
-within a pair. It writes ``book/results/attention_scaling-PROFILE.json``: per run the loss
-curves, and, at initialisation and after training, per layer the standard deviation of the
-attention scores, the mean entropy of the attention weights and the norm of the gradient that
-reaches the query and key projections; plus the provenance of the whole experiment.
+within a pair. It writes ``attention_scaling-PROFILE.json`` (to ``runs/``; ``--out book/results``
+for the chapter's): per run the loss curves, and, at initialisation and after training, per
+layer the standard deviation of the attention scores, the mean entropy of the attention weights
+and the norm of the gradient that reaches the query and key projections; plus the provenance of
+the whole experiment.
 """
 
 from __future__ import annotations
@@ -20,26 +21,21 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..data import CharDataset, random_batch
-from ..model import LanguageModel, ModelConfig, register_token_mixer
+from ..model import LanguageModel
 from ..train import build_model, run_profile
 from . import cpu_threads, experiment_settings, main
 
 NAME = "attention_scaling"
+DURATIONS = {"smoke": "seconds", "cpu": "about 12 minutes on two CPU cores", "gpu": "tens of minutes on one GPU"}
 
-# On a CPU the models are small: one intra-op thread is about as fast as two on quiet cores, and
-# far faster on shared ones, where two OpenMP threads contending for the cores made a training step
-# 3-10x slower (the tests' conftest saw the same). The provenance records the thread count.
+# Small models on a CPU: one intra-op thread is about as fast as two on quiet cores, and far faster
+# on shared ones, where two OpenMP threads wait for each other. The provenance records the count.
 CPU_THREADS = 1
 
 
-@register_token_mixer("attention_unscaled")
-def _unscaled_attention(config: ModelConfig) -> MultiHeadAttention:
-    """The seed code's attention: the scores are the raw dot products ``q·k`` (``scale=1``)."""
-    return MultiHeadAttention(config.d_model, config.n_heads, dropout=config.dropout, causal=True, scale=1.0)
-
-
-# The token mixer of each arm: "attention" is the package's default (scale = 1/sqrt(d_head)).
-ARMS = {"scaled": "attention", "unscaled": "attention_unscaled"}
+# The scores' scale of each arm, ModelConfig.attention_scale: None is the package's default,
+# 1/sqrt(d_head); 1.0 leaves the raw dot products q·k.
+ARMS = {"scaled": None, "unscaled": 1.0}
 
 # Per profile: the model (fields of ModelConfig, over the profile's own), the head sizes (d_model
 # is fixed, so d_head = d_model / n_heads) and the training (fields of TrainConfig).
@@ -134,8 +130,9 @@ def run(profile: str, progress: bool = True) -> dict:
     for d_head in settings["head_sizes"]:
         if d_model % d_head:
             raise ValueError(f"head size {d_head} does not divide d_model={d_model}")
-        for arm, token_mixer in ARMS.items():
-            overrides = {**settings["model"], "n_heads": d_model // d_head, "token_mixer": token_mixer}
+        for arm, attention_scale in ARMS.items():
+            overrides = {**settings["model"], "n_heads": d_model // d_head, "token_mixer": "attention",
+                         "attention_scale": attention_scale}
             label = f"d_head={d_head}, {arm}"
             seed = settings["train"].get("seed", base.train.seed)
             # run_profile seeds with the training seed before building, so this is its initial model.
@@ -152,7 +149,7 @@ def run(profile: str, progress: bool = True) -> dict:
                 "n_heads": d_model // d_head,
                 "scaled": arm == "scaled",
                 "scale": 1.0 / math.sqrt(d_head) if arm == "scaled" else 1.0,
-                "token_mixer": token_mixer,
+                "token_mixer": "attention",
                 "result": result.to_dict(),
                 "initial": initial,
                 "final": final,
@@ -170,4 +167,4 @@ def run(profile: str, progress: bool = True) -> dict:
 
 
 if __name__ == "__main__":
-    main(NAME, run, __doc__.splitlines()[0])
+    main(NAME, run, __doc__.splitlines()[0], DURATIONS)

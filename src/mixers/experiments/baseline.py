@@ -1,9 +1,9 @@
 """The baseline: a character-level transformer (causal attention + GELU feed-forward).
 
-``python -m mixers.experiments.baseline --profile cpu`` trains it on Tiny
-Shakespeare and writes ``book/results/baseline-cpu.json``: the loss curves, the
-best validation loss in nats and bits per character, a text sample, and the
-provenance of the run.
+``python -m mixers.experiments.baseline --profile cpu`` trains it on Tiny Shakespeare and writes
+``baseline-cpu.json`` (to ``runs/``; ``--out book/results`` for the chapter's): the loss curves,
+the best validation loss in nats and bits per character, a text sample, and the provenance of
+the run.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from ..train import evaluate_sequential, get_profile, run_profile, sample
 from . import main
 
 NAME = "baseline"
+DURATIONS = {"smoke": "seconds", "cpu": "about 5 minutes on two CPU cores", "gpu": "minutes on one GPU"}
 
 
 def run(profile: str, progress: bool = True) -> dict:
@@ -38,4 +39,4 @@ def run(profile: str, progress: bool = True) -> dict:
 
 
 if __name__ == "__main__":
-    main(NAME, run, __doc__.splitlines()[0])
+    main(NAME, run, __doc__.splitlines()[0], DURATIONS)

@@ -15,11 +15,11 @@ same windows; across seeds the initialisation *and* the data order change. So a
 comparison within a seed is paired, and the spread over seeds measures how much a
 result depends on the luck of the draw.
 
-It writes ``book/results/glu_variants-PROFILE.json``: per run its variant, seed, hidden
-size, parameter counts, loss curves, best validation loss, loss on the whole validation
-split, tokens per second and provenance; a summary per variant (mean and standard
-deviation over seeds) beside the paper's Table 1; the gated-minus-ungated difference per
-seed; and the provenance of the whole experiment.
+It writes ``glu_variants-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the
+chapter's): per run its variant, seed, hidden size, parameter counts, loss curves, best
+validation loss, loss on the whole validation split, tokens per second and provenance; a
+summary per variant (mean and standard deviation over seeds) beside the paper's Table 1; the
+gated-minus-ungated difference per seed; and the provenance of the whole experiment.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from ..train import evaluate_sequential, get_profile, run_profile
 from . import cpu_threads, main, profile_settings
 
 NAME = "glu_variants"
+DURATIONS = {"smoke": "seconds", "cpu": "about 25 minutes on two CPU cores",
+             "gpu": "an hour or more on one GPU (24 runs of 5,000 steps)"}
 
 # Shazeer (2020), Table 1: heldout-set log-perplexity of T5-base-sized models after
 # 65,536 pre-training steps on C4 (the "65,536 steps" column), in the paper's order.
@@ -245,4 +247,4 @@ def run(profile: str, progress: bool = True, variants: list[str] | None = None,
 
 
 if __name__ == "__main__":
-    main(NAME, run, __doc__.splitlines()[0])
+    main(NAME, run, __doc__.splitlines()[0], DURATIONS)

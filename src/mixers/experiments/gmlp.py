@@ -13,11 +13,12 @@ with the channel mixer ``"none"``; their ``d_ffn`` is chosen so that a block has
 parameters as a transformer block. As in the paper, the gMLP models use no position
 embeddings: W is position-specific, so it already knows where each token is.
 
-It writes ``book/results/gmlp-PROFILE.json``: per model the loss curves, best validation loss,
-loss over the whole validation split, tokens per second, parameter count and a text sample;
-and for the two gMLP models the causal spatial weights W of every layer at a few training
-steps (its lower triangle, 4 significant digits; ``weight_from_rows`` rebuilds it), with how
-Toeplitz each one is (``toeplitz_score``) and the mean of each of its diagonals.
+It writes ``gmlp-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the chapter's): per
+model the loss curves, best validation loss, loss over the whole validation split, tokens per
+second, parameter count and a text sample; and for the two gMLP models the causal spatial
+weights W of every layer at a few training steps (its lower triangle, 4 significant digits;
+``weight_from_rows`` rebuilds it), with how Toeplitz each one is (``toeplitz_score``) and the
+mean of each of its diagonals.
 """
 
 from __future__ import annotations
@@ -28,47 +29,30 @@ import time
 import torch
 
 from ..data import CharDataset
-from ..gmlp import GatedMLP, SpatialGatingUnit, diagonal_means, gmlp_param_count, toeplitz_score
-from ..model import LanguageModel, ModelConfig, register_token_mixer
-from ..train import build_model, evaluate_sequential, run_profile, sample
+from ..gmlp import SpatialGatingUnit, diagonal_means, gmlp_param_count, toeplitz_score
+from ..train import StepInfo, build_model, evaluate_sequential, run_profile, sample
 from . import cpu_threads, experiment_settings, main
 
 NAME = "gmlp"
+DURATIONS = {"smoke": "seconds", "cpu": "about 13 minutes on two CPU cores", "gpu": "tens of minutes on one GPU"}
 
 # Small models on a shared CPU: one intra-op thread is about as fast as two and far more
 # predictable (see experiments/attention_scaling.py). The provenance records the thread count.
 CPU_THREADS = 1
 
 
-# The package's "gmlp"/"amlp" token mixers fix d_ffn = 6·d_model (the paper's ratio). To match
-# parameters, these two read d_ffn from ModelConfig.d_ff, which is otherwise unused when the
-# channel mixer is "none".
-@register_token_mixer("gmlp_d_ff")
-def _gmlp_d_ff(config: ModelConfig) -> GatedMLP:
-    """gMLP's body with d_ffn = config.d_ff (6·d_model if None), causal, seq_len = block_size."""
-    d_ffn = config.d_ff if config.d_ff is not None else 6 * config.d_model
-    return GatedMLP(config.d_model, d_ffn, config.block_size, causal=True)
-
-
-@register_token_mixer("amlp_d_ff")
-def _amlp_d_ff(config: ModelConfig) -> GatedMLP:
-    """aMLP's body (tiny attention, d_attn = 64) with d_ffn = config.d_ff (6·d_model if None)."""
-    d_ffn = config.d_ff if config.d_ff is not None else 6 * config.d_model
-    return GatedMLP(config.d_model, d_ffn, config.block_size, causal=True, tiny_attention=True)
-
-
-# The three arms: fields of ModelConfig over the profile's (d_ff of the gMLP arms is filled in
-# by `matched_d_ffn`).
+# The three arms: fields of ModelConfig over the profile's. The gMLP arms take d_ffn from
+# ModelConfig.d_ff, filled in by `matched_d_ffn` to match the transformer's parameters; they
+# bring their own positions (W) and channel mixing, so ModelConfig derives positions="none" and
+# channel_mixer="none" for them.
 ARMS = {
     "transformer": dict(token_mixer="attention", channel_mixer="gelu", positions="learned"),
-    "gmlp": dict(token_mixer="gmlp_d_ff", channel_mixer="none", positions="none"),
-    "amlp": dict(token_mixer="amlp_d_ff", channel_mixer="none", positions="none"),
+    "gmlp": dict(token_mixer="gmlp"),
+    "amlp": dict(token_mixer="amlp"),
 }
 TINY_ATTENTION = {"gmlp": False, "amlp": True}
 
-# torch.compile is off in every profile, for every arm: the recorder's hook must run eagerly at
-# each training step (a compiled graph would trace it, and re-trace it for every new step count),
-# and tokens per second are then measured the same way for all three models.
+# compile=False everywhere: the committed runs trained eagerly, all three arms alike.
 # Per profile: the model (ModelConfig fields over the profile's), the training (TrainConfig
 # fields over the profile's), the steps at which every layer's W is saved (0 = initialisation;
 # the last step is added), how many windows of the validation split the full-split loss reads
@@ -133,49 +117,24 @@ def weight_from_rows(rows: list[list[float]]) -> torch.Tensor:
 
 
 class SpatialWeightRecorder:
-    """Saves every Spatial Gating Unit's effective W at given training steps.
+    """Saves every Spatial Gating Unit's effective W at given training steps: ``train``'s callback.
 
-    While active (``with recorder:``), a global forward pre-hook sees each call of a
-    ``SpatialGatingUnit`` in training mode. The n-th such call of a unit runs the n-th training
-    step, before its update: the unit has then taken n optimizer steps, so the W it is about to
-    use is "W at step n" (step 0: the initialisation). Evaluation and sampling run in eval mode
-    and are not counted. The global hook is how an experiment looks inside ``run_profile``,
-    which builds and trains the model in one call.
+    Called with ``StepInfo(step, model, ...)`` before the first step (step 0, the initialisation)
+    and after every optimizer step, it keeps, at each of ``steps``, the W of every
+    ``SpatialGatingUnit`` in the model, in layer order: ``snapshots[step]`` is a list of
+    ``[seq_len, seq_len]`` float32 CPU tensors, one per layer. It reads the weights between steps,
+    outside the forward pass, so it works whether the model is compiled or not.
     """
 
     def __init__(self, steps):
         self.steps = set(steps)
-        self.calls: dict[SpatialGatingUnit, int] = {}
-        self.snapshots: dict[SpatialGatingUnit, dict[int, torch.Tensor]] = {}
-        self._handle = None
+        self.snapshots: dict[int, list[torch.Tensor]] = {}
 
-    def _hook(self, module, args):
-        if not isinstance(module, SpatialGatingUnit) or not module.training:
-            return
-        step = self.calls.get(module, 0)
-        if step in self.steps:
-            self.snapshots.setdefault(module, {})[step] = module.spatial_weight().detach().float().cpu().clone()
-        self.calls[module] = step + 1
-
-    def __enter__(self):
-        self._handle = torch.nn.modules.module.register_module_forward_pre_hook(self._hook)
-        return self
-
-    def __exit__(self, *exc):
-        self._handle.remove()
-        self._handle = None
-        return False
-
-    def layer_snapshots(self, model: LanguageModel, final_step: int) -> dict[int, list[torch.Tensor]]:
-        """{step: [W of layer 0, W of layer 1, ...]} for ``model``, with its trained W at ``final_step``."""
-        units = [block.token_mixer.sgu for block in model.blocks]
-        out = {}
-        for step in sorted(self.steps | {final_step}):
-            if step == final_step:
-                out[step] = [unit.spatial_weight().detach().float().cpu() for unit in units]
-            elif all(step in self.snapshots.get(unit, {}) for unit in units):
-                out[step] = [self.snapshots[unit][step] for unit in units]
-        return out
+    def __call__(self, info: StepInfo) -> None:
+        if info.step in self.steps:
+            units = [m for m in info.model.modules() if isinstance(m, SpatialGatingUnit)]
+            with torch.no_grad():
+                self.snapshots[info.step] = [unit.spatial_weight().float().cpu().clone() for unit in units]
 
 
 @cpu_threads(CPU_THREADS)
@@ -196,13 +155,13 @@ def run(profile: str, progress: bool = True) -> dict:
 
     train_overrides = settings["train"]
     final_step = train_overrides.get("steps", base.train.steps)
+    snapshot_steps = sorted(set(settings["snapshot_steps"]) | {final_step})
     runs = {}
     for name, arm in arms.items():
         overrides = {**settings["model"], **arm}
-        recorder = SpatialWeightRecorder(settings["snapshot_steps"])
-        with recorder:
-            model, result = run_profile(dataset, base, model_overrides=overrides, train_overrides=train_overrides,
-                                        progress=progress, description=f"{NAME} {name}")
+        recorder = SpatialWeightRecorder(snapshot_steps if name in TINY_ATTENTION else ())
+        model, result = run_profile(dataset, base, model_overrides=overrides, train_overrides=train_overrides,
+                                    progress=progress, description=f"{NAME} {name}", callback=recorder)
         block_parameters = sum(p.numel() for p in model.blocks[0].parameters())
         full_val = evaluate_sequential(model, dataset.val, result.train_config["seq_len"],
                                        max_windows=settings["full_val_windows"])
@@ -217,7 +176,7 @@ def run(profile: str, progress: bool = True) -> dict:
             "sample": sample(model, dataset, prompt="ROMEO:\n", max_new_tokens=settings["sample_tokens"]),
         }
         if name in TINY_ATTENTION:
-            snapshots = recorder.layer_snapshots(model, final_step)
+            snapshots = dict(sorted(recorder.snapshots.items()))
             entry["spatial_weights"] = {
                 "steps": list(snapshots),
                 # W[step index][layer]: lower-triangle rows, see weight_from_rows
@@ -234,7 +193,7 @@ def run(profile: str, progress: bool = True) -> dict:
                   f"learned positions) vs gMLP and aMLP (channel mixer none, no positions), d_ffn matched "
                   f"to the transformer's parameters per block"),
         "settings": {"model": model_settings, "train": runs["transformer"]["result"]["train_config"],
-                     "snapshot_steps": sorted(set(settings["snapshot_steps"]) | {final_step}),
+                     "snapshot_steps": snapshot_steps,
                      "full_val_windows": settings["full_val_windows"], "threads": torch.get_num_threads(),
                      "block_budget": block_budget},
         "runs": runs,
@@ -243,4 +202,4 @@ def run(profile: str, progress: bool = True) -> dict:
 
 
 if __name__ == "__main__":
-    main(NAME, run, __doc__.splitlines()[0])
+    main(NAME, run, __doc__.splitlines()[0], DURATIONS)

@@ -1,0 +1,184 @@
+"""Results files: where they go, what they record about their run, and how they are written.
+
+Two folders, so that a rerun never replaces a committed result by accident:
+
+* ``book/results`` (``results_dir``) holds the committed results that the chapters read
+  (``load_results``); a run writes there only when asked, ``--out book/results``.
+* ``runs/`` (``runs_dir``), untracked, is where every run writes by default.
+
+A file is ``NAME-PROFILE.json``, its ``provenance`` first (``provenance``: where, when and with
+what it was produced). It is strict JSON, written atomically: a NaN or an infinity is refused
+with the path to it, and an interrupted write leaves the previous file whole.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+# Largest first: a chapter shows the biggest run that has been committed.
+PROFILE_ORDER = ("gpu", "cpu", "smoke")
+
+
+# ---------------------------------------------------------------------------------------------
+# Provenance.
+
+
+def device_name(device: torch.device) -> str:
+    """A human name for ``device``: the GPU's model, or the CPU's and its core count."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu} ({torch.get_num_threads()} threads)"
+
+
+def git_commit() -> str | None:
+    """The commit of the working tree this code runs from, if it is a git checkout; ``-dirty``
+    when the package's own files differ from it (results and notebooks being rewritten do not
+    change what ran)."""
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        if out.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "."], cwd=here,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance(profile: str, device: torch.device, seeds: list[int] | None = None) -> dict:
+    """Where, when and with what a result was produced."""
+    return {
+        "profile": profile,
+        "device": device_name(device),
+        "device_type": device.type,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "git_commit": git_commit(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "seeds": seeds or [],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Folders and files.
+
+
+def _checkout() -> Path | None:
+    """The root of the checkout this package runs from (the folder with ``book/results``), if any."""
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "book" / "results").is_dir():
+            return parent
+    return None
+
+
+def results_dir() -> Path:
+    """The committed results: ``$MIXERS_RESULTS``, else the ``book/results`` of the checkout this
+    package lives in, else ``book/results`` (or ``results``) under the current directory."""
+    if os.environ.get("MIXERS_RESULTS"):
+        return Path(os.environ["MIXERS_RESULTS"])
+    if (root := _checkout()) is not None:
+        return root / "book" / "results"
+    cwd = Path.cwd()
+    return cwd / "results" if cwd.name == "book" else cwd / "book" / "results"
+
+
+def runs_dir() -> Path:
+    """Where a run writes by default: ``runs/`` at the root of the checkout this package lives in,
+    else under the current directory. Untracked (.gitignore): to publish a result, rerun with
+    ``--out book/results`` or copy the file there."""
+    return (_checkout() or Path.cwd()) / "runs"
+
+
+def results_path(name: str, profile: str, directory: Path | None = None) -> Path:
+    """``DIRECTORY/NAME-PROFILE.json``; ``directory`` defaults to the committed ``results_dir()``."""
+    return Path(directory or results_dir()) / f"{name}-{profile}.json"
+
+
+def writable_dir(path: str | Path) -> Path:
+    """``path`` as a directory this process can write in, created if missing; else a ValueError
+    that says why. Checked before a run, so that hours of training are not lost at the end."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"cannot write results in {path}: {error.strerror or error}") from None
+    return path
+
+
+def _non_finite(value, where: str = "results"):
+    """The path to the first NaN or infinity in a JSON-like ``value`` (None if it has none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where} = {value}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        found = _non_finite(item, f"{where}[{key!r}]")
+        if found:
+            return found
+    return None
+
+
+def to_json(results: dict) -> str:
+    """``results`` as strict JSON text; a NaN or infinity anywhere raises a ValueError naming it."""
+    try:
+        return json.dumps(results, indent=1, allow_nan=False) + "\n"
+    except ValueError:
+        where = _non_finite(results)
+        if where is None:
+            raise
+        raise ValueError(f"results must be finite numbers (strict JSON), but {where}") from None
+
+
+def save_results(name: str, profile: str, results: dict, directory: Path | None = None) -> Path:
+    """Write ``results`` to ``DIRECTORY/NAME-PROFILE.json`` (default: ``runs_dir()``), its
+    ``provenance`` first so a reader sees where it came from.
+
+    Atomic: the text goes to a temporary file in the same directory, which then replaces the
+    target in one step (``os.replace``), so a crash never leaves half a file.
+    """
+    if "provenance" in results:
+        results = {"provenance": results["provenance"], **results}
+    text = to_json(results)  # before touching any file
+    path = results_path(name, profile, directory or runs_dir())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def load_results(name: str, directory: Path | None = None, profiles: tuple[str, ...] = PROFILE_ORDER) -> dict:
+    """The committed results (default: ``results_dir()``) of the largest profile that was run for
+    experiment ``name``."""
+    for profile in profiles:
+        path = results_path(name, profile, directory)
+        if path.is_file():
+            return json.loads(path.read_text())
+    raise FileNotFoundError(
+        f"no results for experiment {name!r} under {directory or results_dir()}; "
+        f"run: python -m mixers.experiments.{name} --profile cpu --out book/results"
+    )
