@@ -141,24 +141,27 @@ def alibi_bias(slopes_or_n_heads, q_len: int, k_len: int | None = None, causal: 
                query_positions: Tensor | None = None, device=None, dtype=None) -> Tensor:
     """The additive ALiBi bias ``-m_h · (pos_q[i] - pos_k[j])``: ``[heads, q_len, k_len]``.
 
-    slopes_or_n_heads: the slopes, a float tensor ``[heads]``, or a head count for ``alibi_slopes``.
-    q_len, k_len: numbers of queries and keys (``k_len`` defaults to ``q_len``).
-    q_offset: index of query 0 among the keys; default ``k_len - q_len`` (the queries are the last
-        q_len keys, as after a key/value cache). It sets the causal diagonal and, unless
-        ``query_positions`` is given, the query positions ``q_offset + arange(q_len)``.
-    key_positions: ``[k_len]`` or ``[batch, k_len]`` (int or float); default ``arange(k_len)``.
-        Pass padding-aware positions here, e.g. ``(keep.cumsum(-1) - 1).clamp(min=0)``.
-    query_positions: ``[q_len]`` or ``[batch, q_len]``; default: the positions of the keys they
-        sit on, ``key_positions[..., q_offset : q_offset + q_len]``.
-    causal: ``-inf`` where key j comes after query i in the sequence, ``j > q_offset + i`` (by
-        index, not position: padded keys still need a padding mask).
-    symmetric: ``-m · |pos_q - pos_k|``, for bidirectional attention (beyond the paper).
-    device, dtype: of the result; default the positions' (else the slopes') device, and the
-        slopes' dtype (float32 for a head count).
+    Args:
+        slopes_or_n_heads: the slopes, a float tensor ``[heads]``, or a head count for ``alibi_slopes``.
+        q_len: number of queries.
+        k_len: number of keys (default ``q_len``).
+        causal: ``-inf`` where key j comes after query i in the sequence, ``j > q_offset + i`` (by
+            index, not position: padded keys still need a token mask).
+        symmetric: ``-m · |pos_q - pos_k|``, for bidirectional attention (beyond the paper).
+        q_offset: index of query 0 among the keys; default ``k_len - q_len`` (the queries are the
+            last q_len keys, as after a key/value cache). It sets the causal diagonal and, unless
+            ``query_positions`` is given, the query positions ``q_offset + arange(q_len)``.
+        key_positions: ``[k_len]`` or ``[batch, k_len]`` (int or float); default ``arange(k_len)``.
+            Pass padding-aware positions here, e.g. ``(token_mask.cumsum(-1) - 1).clamp(min=0)``.
+        query_positions: ``[q_len]`` or ``[batch, q_len]``; default: the positions of the keys they
+            sit on, ``key_positions[..., q_offset : q_offset + q_len]``.
+        device: of the result; default the positions' (else the slopes') device.
+        dtype: of the result; default the slopes' dtype (float32 for a head count).
 
-    Returns ``[heads, q_len, k_len]``, or ``[batch, heads, q_len, k_len]`` when either positions
-    tensor has a batch dim. Only differences of positions enter, so shifting all positions by the
-    same amount changes nothing (why left padding is harmless once the pads are masked).
+    Returns:
+        ``[heads, q_len, k_len]``, or ``[batch, heads, q_len, k_len]`` when either positions tensor
+        has a batch dim. Only differences of positions enter, so shifting all positions by the
+        same amount changes nothing (why left padding is harmless once the pads are masked).
     """
     slopes = _as_slopes(slopes_or_n_heads)
     check_positive_int("q_len", q_len)
@@ -415,6 +418,7 @@ def labml_style_alibi_attention(q: Tensor, k: Tensor, v: Tensor, slopes, causal:
       einsums must permute their operands into a batched-matmul layout (copies);
     - nothing is fused: bias, mask and softmax are separate passes over memory, and work is spent
       on the masked half of the scores that a causal kernel would skip.
+
     Only ``m · j`` is correct here because of the causal mask's per-row softmax; for
     bidirectional use it would *favour* distant future keys (``-m · |i - j|`` is needed).
     """

@@ -47,7 +47,7 @@ from ._checks import check_dropout, check_positive_int
 __all__ = ["ACTIVATIONS", "VARIANTS", "FeedForward", "fuse", "unfuse", "matched_hidden_size",
            "feed_forward_param_count", "feed_forward_variant"]
 
-# Activation names -> modules (modules, so that `print(ff)` shows which one).
+#: Activation names -> modules (modules, so that `print(ff)` shows which one).
 ACTIVATIONS = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,  # exact erf form, as in the paper
@@ -57,7 +57,7 @@ ACTIVATIONS = {
     "identity": nn.Identity,
 }
 
-# The paper's variants, in its order: name -> (activation name, gated).
+#: The paper's variants, in its order: name -> (activation name, gated).
 VARIANTS = {
     "relu": ("relu", False),
     "gelu": ("gelu", False),

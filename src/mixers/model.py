@@ -91,6 +91,7 @@ class ModelConfig:
                              "channel_mixer='none' (or leave channel_mixer unset)")
 
     def to_dict(self) -> dict:
+        """The fields as a plain dict (what results files record)."""
         return asdict(self)
 
 
@@ -106,7 +107,9 @@ class TokenMixer:
     mixes_channels: bool = False  # mixes channels itself: the block has no channel mixer
 
 
+#: Registered token mixers: name -> ``TokenMixer``.
 TOKEN_MIXERS: dict[str, TokenMixer] = {}
+#: Registered channel mixers: name -> factory, or None for "none" (no channel mixer).
 CHANNEL_MIXERS: dict[str, MixerFactory | None] = {}
 
 
@@ -209,7 +212,7 @@ class Block(nn.Module):
 
 
 class LanguageModel(nn.Module):
-    """A decoder-only character language model built from ``Block``s.
+    """A decoder-only character language model built from ``Block`` layers.
 
     token ids ``[batch, seq]`` -> embeddings (+ positions) -> blocks -> final
     norm -> logits ``[batch, seq, vocab_size]``.
@@ -239,6 +242,7 @@ class LanguageModel(nn.Module):
         nn.init.normal_(self.head.weight, std=0.02)
 
     def num_parameters(self) -> int:
+        """Number of scalar parameters."""
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):

@@ -20,6 +20,9 @@ from torch import Tensor, nn
 from ._checks import check_positive_int
 from .attention import MultiHeadAttention
 
+__all__ = ["sinusoidal_table", "NoPositions", "SinusoidalPositions", "LearnedPositions", "POSITION_SCHEMES",
+           "build_positions", "rotary_embedding", "RotaryMultiHeadAttention"]
+
 
 def sinusoidal_table(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """The fixed sin/cos table of "Attention Is All You Need": ``[seq_len, d_model]``.
@@ -74,6 +77,7 @@ class LearnedPositions(nn.Module):
         return self.table.weight[:seq_len]
 
 
+#: The schemes added to the token embeddings (rotary and ALiBi act inside attention instead).
 POSITION_SCHEMES = ("none", "learned", "sinusoidal")
 
 

@@ -34,6 +34,8 @@ from .results import device_name, provenance  # noqa: F401  (device_name: the ch
 
 @dataclass
 class TrainConfig:
+    """How to train: steps, batch, learning-rate schedule, evaluation, seed and precision."""
+
     steps: int = 200
     batch_size: int = 32
     seq_len: int = 128
@@ -74,6 +76,8 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class Profile:
+    """A named pair of defaults sized for the hardware: model fields and a ``TrainConfig``."""
+
     name: str
     model: dict  # ModelConfig fields, without vocab_size
     train: TrainConfig
