@@ -134,7 +134,7 @@ def test_sdpa_causal_matches_is_causal():
 def test_scale_one_is_the_unscaled_dot_product():
     q, k, v = rand(2, 5, 8), rand(2, 7, 8), rand(2, 7, 3)
     out, weights = dot_product_attention(q, k, v, scale=1.0)
-    expected_weights = torch.softmax(q @ k.transpose(1, 2), dim=-1)  # the seed's temper = 1
+    expected_weights = torch.softmax(q @ k.transpose(1, 2), dim=-1)  # the blog post's code: temper = 1
     torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=0)
     torch.testing.assert_close(out, expected_weights @ v, atol=ATOL, rtol=0)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=1.0), atol=ATOL, rtol=0)
@@ -607,7 +607,7 @@ def test_bi_attention_dot_scale_init_is_centred_and_bounded():
     module = BiAttention(400)
     bound = 1 / math.sqrt(400)
     assert module.dot_scale.abs().max() <= bound
-    assert module.dot_scale.min() < 0 < module.dot_scale.max()  # not the seed's U(1/sqrt(d), 1)
+    assert module.dot_scale.min() < 0 < module.dot_scale.max()  # not the HotpotQA baseline's U(1/sqrt(d), 1)
 
 
 def test_bi_attention_fully_padded_question_is_refused_as_an_empty_sequence():
