@@ -255,7 +255,6 @@ def test_random_batch_with_minimal_data():
     [
         (dict(seq_len=0), "seq_len"),
         (dict(seq_len=-3), "seq_len"),
-        (dict(seq_len=2.0), "seq_len"),
         (dict(seq_len=20), "seq_len=20 needs at least 21 tokens"),
         (dict(batch_size=0), "batch_size"),
         (dict(batch_size=-1), "batch_size"),
@@ -334,3 +333,10 @@ def test_sequential_windows_bad_batch_size(batch_size):
         sequential_windows(torch.arange(20), 4, batch_size=batch_size)
     with pytest.raises(ValueError, match="max_windows"):
         sequential_windows(torch.arange(20), 4, max_windows=batch_size)
+
+
+def test_a_non_integer_size_is_a_type_error_naming_it(shakespeare):
+    with pytest.raises(TypeError, match=r"^seq_len must be a positive int, got 2.0"):
+        random_batch(shakespeare.train, 4, 2.0)
+    with pytest.raises(TypeError, match=r"^batch_size must be a positive int, got True"):
+        random_batch(shakespeare.train, True, 8)

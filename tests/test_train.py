@@ -109,7 +109,6 @@ def test_lr_without_warmup_and_to_zero():
     "overrides, match",
     [
         (dict(steps=0), "steps must be a positive int"),
-        (dict(steps=1.5), "steps"),
         (dict(batch_size=0), "batch_size"),
         (dict(seq_len=-4), "seq_len"),
         (dict(eval_interval=0), "eval_interval"),
@@ -725,3 +724,8 @@ def test_cpu_threads_sets_and_restores_the_thread_count():
         with cpu_threads(other, enabled=True):
             raise RuntimeError("boom")
     assert torch.get_num_threads() == before
+
+
+def test_train_config_refuses_a_non_integer_count_with_a_type_error():
+    with pytest.raises(TypeError, match=r"^steps must be a positive int, got 1.5"):
+        TrainConfig(steps=1.5)

@@ -19,6 +19,8 @@ from typing import Iterator
 
 import torch
 
+from ._checks import check_positive_int
+
 CORPUS_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 CORPUS_FILE = "tinyshakespeare.txt"
 
@@ -120,8 +122,7 @@ class CharDataset:
 def _check_window(data: torch.Tensor, seq_len: int) -> None:
     if data.dim() != 1:
         raise ValueError(f"data must be a 1-d tensor of token ids, got shape {tuple(data.shape)}")
-    if not isinstance(seq_len, int) or seq_len < 1:
-        raise ValueError(f"seq_len must be a positive int, got {seq_len!r}")
+    check_positive_int("seq_len", seq_len)
     if len(data) < seq_len + 1:
         raise ValueError(f"seq_len={seq_len} needs at least {seq_len + 1} tokens, data has {len(data)}")
 
@@ -139,8 +140,7 @@ def random_batch(
     seeded ``generator`` for a reproducible data order.
     """
     _check_window(data, seq_len)
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_positive_int("batch_size", batch_size)
     starts = torch.randint(len(data) - seq_len, (batch_size,), generator=generator)
     offsets = torch.arange(seq_len + 1)
     windows = data[starts[:, None] + offsets]  # [batch, seq_len + 1]
@@ -166,8 +166,7 @@ def sequential_windows(
     checked at the call, not at the first ``next()``.
     """
     _check_window(data, seq_len)
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_positive_int("batch_size", batch_size)
     if max_windows is not None and (not isinstance(max_windows, int) or max_windows < 1):
         raise ValueError(f"max_windows must be None or a positive int, got {max_windows!r}")
     n_windows = (len(data) - 1) // seq_len

@@ -27,6 +27,7 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
+from ._checks import check_positive_int
 from .data import CharDataset, random_batch, sequential_windows
 from .model import LanguageModel, ModelConfig
 from .results import device_name, provenance  # noqa: F401  (device_name: the chapters import it from here)
@@ -55,9 +56,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "seq_len", "eval_interval", "eval_batches"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_positive_int(name, getattr(self, name))
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0 <= self.warmup_steps <= self.steps:
