@@ -72,18 +72,22 @@ def _check_bool(mask, name: str, meaning: str, expected: str) -> Tensor:
     return mask
 
 
+def check_broadcasts(t: Tensor, target, name: str, expected: str = "[..., q_len, k_len]") -> None:
+    """``t`` broadcasts to exactly the shape ``target`` (spelt ``expected``)."""
+    try:
+        fits = torch.broadcast_shapes(t.shape, target) == torch.Size(target)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to {expected} = {tuple(target)}")
+
+
 def check_attention_mask(mask, target, name: str = "mask") -> Tensor:
     """A bool mask broadcastable to the scores' shape ``target`` ``[..., q_len, k_len]``, True where
     query i may attend to key j. A mask that allows nothing at all is refused: it is almost
     certainly inverted (torch.nn.MultiheadAttention's ``attn_mask`` is True where *not* allowed)."""
-    expected = "[..., q_len, k_len]"
-    _check_bool(mask, name, "True = may attend", expected)
-    try:
-        fits = torch.broadcast_shapes(mask.shape, target) == torch.Size(target)
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to {expected} = {tuple(target)}")
+    _check_bool(mask, name, "True = may attend", "[..., q_len, k_len]")
+    check_broadcasts(mask, target, name)
     if mask.numel() and not mask.any():
         raise ValueError(f"{name} allows no query to attend to any key: in this package True means 'may attend' "
                          "(the opposite of torch.nn.MultiheadAttention's attn_mask); did you pass ~mask?")

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_attention_mask, check_dropout, check_positive_int, check_scale, check_tensor, check_token_mask
+from ._checks import check_attention_mask, check_broadcasts, check_dropout, check_positive_int, check_scale, check_tensor, check_token_mask
 
 __all__ = [
     "dot_product_attention", "masked_softmax", "causal_mask", "token_mask_to_attention_mask",
@@ -72,12 +72,7 @@ def _check_bias(bias, target) -> None:
     if not isinstance(bias, Tensor) or not bias.is_floating_point():
         got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
         raise TypeError(f"bias must be a floating-point (additive) tensor broadcastable to [..., q_len, k_len], got {got}")
-    try:
-        fits = torch.broadcast_shapes(bias.shape, target) == torch.Size(target)
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(f"bias of shape {tuple(bias.shape)} does not broadcast to [..., q_len, k_len] = {tuple(target)}")
+    check_broadcasts(bias, target, "bias")
 
 
 def _check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:
