@@ -70,10 +70,8 @@ SETTINGS = {
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=3, n_heads=8, block_size=64),
-        # compile=True: the committed run trained with torch.compile, then the cpu profile's default;
-        # cpu_amp=False: it trained in float32, before the cpu profile's default became bf16.
         train=dict(steps=800, batch_size=32, seq_len=64, lr=2e-3, warmup_steps=50, eval_interval=100,
-                   eval_batches=10, compile=True, cpu_amp=False),
+                   eval_batches=10),
         factors=(1, 2, 4, 8, 16),
         eval_tokens=65536,
     ),

@@ -48,10 +48,8 @@ SETTINGS = {
     "cpu": dict(
         model=dict(d_model=128, n_layers=2, block_size=64),
         head_sizes=(16, 64, 128),
-        # cpu_amp=False: the committed run trained in float32, before the cpu profile's default
-        # became bf16; this keeps a rerun reproducing it.
         train=dict(steps=600, batch_size=32, seq_len=64, lr=2e-3, warmup_steps=50, eval_interval=50,
-                   eval_batches=10, cpu_amp=False),
+                   eval_batches=10),
     ),
     "gpu": dict(
         model=dict(d_model=384, n_layers=6, block_size=256),

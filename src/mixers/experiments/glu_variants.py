@@ -66,11 +66,9 @@ SETTINGS = {
     "cpu": dict(
         model=dict(d_model=128, n_layers=2, n_heads=4, block_size=64, dropout=0.0, d_ff=None,
                    token_mixer="attention", positions="learned"),
-        # cpu_amp=False: the committed run trained in float32, before the cpu profile's default
-        # became bf16; this keeps a rerun reproducing it.
         train=dict(steps=600, batch_size=32, seq_len=64, lr=3e-3, min_lr_ratio=0.1, warmup_steps=50,
                    weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0, eval_interval=50, eval_batches=16,
-                   eval_batch_size=None, compile=False, cpu_amp=False),
+                   eval_batch_size=None, compile=False, cpu_amp=True),
         full_val_windows=None,  # all of them
         seeds=(0, 1, 2),
         workers=2,

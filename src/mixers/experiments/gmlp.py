@@ -52,7 +52,6 @@ ARMS = {
 }
 TINY_ATTENTION = {"gmlp": False, "amlp": True}
 
-# compile=False everywhere: the committed runs trained eagerly, all three arms alike.
 # Per profile: the model (ModelConfig fields over the profile's), the training (TrainConfig
 # fields over the profile's), the steps at which every layer's W is saved (0 = initialisation;
 # the last step is added), how many windows of the validation split the full-split loss reads
@@ -61,23 +60,21 @@ SETTINGS = {
     "smoke": dict(
         model=dict(d_model=64, n_layers=2, n_heads=4, block_size=32),
         train=dict(steps=60, batch_size=16, seq_len=32, lr=3e-3, warmup_steps=10, eval_interval=20,
-                   eval_batches=4, compile=False),
+                   eval_batches=4),
         snapshot_steps=(0, 20),
         full_val_windows=64, sample_tokens=100,
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=4, n_heads=4, block_size=64),
-        # cpu_amp=False: the committed run trained in float32, before the cpu profile's default
-        # became bf16; this keeps a rerun reproducing it.
         train=dict(steps=1200, batch_size=32, seq_len=64, lr=2e-3, warmup_steps=100, eval_interval=100,
-                   eval_batches=10, compile=False, cpu_amp=False),
+                   eval_batches=10),
         snapshot_steps=(0, 100, 300, 600),
         full_val_windows=None, sample_tokens=300,
     ),
     # Not run for the book (no GPU was available).
     "gpu": dict(
         model=dict(d_model=384, n_layers=6, n_heads=6, block_size=256),
-        train=dict(steps=5000, eval_interval=250, compile=False),
+        train=dict(steps=5000, eval_interval=250),
         snapshot_steps=(0, 250, 1000, 2500),
         full_val_windows=None, sample_tokens=300,
     ),
