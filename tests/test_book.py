@@ -113,3 +113,14 @@ def test_the_colab_install_keeps_the_torch_already_installed():
     )
     installs = [item["metadata"]["name"].lower() for item in json.loads(report.stdout)["install"]]
     assert installs == ["mixers"], installs
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_harness_cells_are_collapsed_on_the_site(notebook):
+    # Loading committed results (and printing their provenance) and timing loops are harness,
+    # not teaching: their code sits behind a toggle, their output stays on the page and under nbval.
+    for cell in json.loads(notebook.read_text())["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and re.search(r"load_results\(|timeit|time_call\(|\.run\(\"smoke\", lengths", source):
+            tags = cell["metadata"].get("tags", [])
+            assert "hide-input" in tags or "remove-input" in tags, source[:80]
