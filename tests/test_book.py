@@ -124,3 +124,17 @@ def test_harness_cells_are_collapsed_on_the_site(notebook):
         if cell["cell_type"] == "code" and re.search(r"load_results\(|timeit|time_call\(|\.run\(\"smoke\", lengths", source):
             tags = cell["metadata"].get("tags", [])
             assert "hide-input" in tags or "remove-input" in tags, source[:80]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_figure_has_a_name_a_caption_and_alt_text(notebook):
+    # MyST-NB turns this cell metadata into a numbered, captioned figure with real alt text
+    # (without it the alt text is the image's file path). One figure per cell, so names are unique.
+    for cell in json.loads(notebook.read_text())["cells"]:
+        images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+        if not images:
+            continue
+        assert len(images) == 1, "".join(cell["source"])[:80]
+        meta = cell["metadata"].get("mystnb", {})
+        assert meta.get("figure", {}).get("name", "").startswith("fig-"), "".join(cell["source"])[:80]
+        assert len(meta["figure"].get("caption", "")) > 20 and len(meta.get("image", {}).get("alt", "")) > 20
