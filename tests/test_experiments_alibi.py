@@ -115,7 +115,7 @@ def test_bench_runs_every_implementation_and_they_agree(uncompiled_flex):
                 assert timing["peak_bytes"] is None or timing["peak_bytes"] >= 0
             if name != "causal_sdpa":
                 assert entry["max_abs_diff_vs_eager"] < 1e-5, name
-        assert row["speedup_vs_seed"]["forward"]["seed"] == 1.0
+        assert row["speedup_vs_labml"]["forward"]["labml"] == 1.0
         assert row["scores_tensor_bytes"] == row["length"] ** 2 * 1 * 2 * 4  # batch 1, 2 heads, float32
     diagnostics = out["flex_diagnostics"]
     assert diagnostics["length"] == 24
@@ -148,7 +148,7 @@ def test_bench_rejects_unknown_names():
     with pytest.raises(ValueError, match="profile"):
         bench.run("huge")
     with pytest.raises(ValueError, match="unknown implementations"):
-        bench.build_implementations(2, 8, torch.device("cpu"), names=("seed", "magic"))
+        bench.build_implementations(2, 8, torch.device("cpu"), names=("labml", "magic"))
 
 
 def test_peak_memory_sees_a_tensor_of_known_size():

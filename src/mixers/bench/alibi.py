@@ -4,13 +4,12 @@
 (to 4096 with ``--profile gpu``), the forward pass and the forward plus backward pass of
 
 =================  ==============================================================================
-``seed``           ``mixers.alibi.labml_style_alibi_attention``: the layout of labml's
+``labml``          ``mixers.alibi.labml_style_alibi_attention``: the layout of labml's
                    implementation (labml.ai's "Annotated Deep Learning Paper Implementations"),
                    scores materialised as ``[L, L, batch, heads]`` by einsum, the bias ``m·j``
-                   added, masked, soft-maxed over a strided dim (``seed`` and ``speedup_vs_seed``
-                   in the results: the names of the committed ones, which the chapter reads)
+                   added, masked, soft-maxed over a strided dim
 ``eager``          ``AlibiMultiHeadAttention(backend="eager")``: ``alibi_bias`` built for the call,
-                   ``mixers.attention.scaled_dot_product_attention`` (scores ``[batch, heads, L, L]``)
+                   ``mixers.attention.dot_product_attention`` (scores ``[batch, heads, L, L]``)
 ``sdpa``           ``AlibiMultiHeadAttention(backend="sdpa")``: torch's fused SDPA, with the bias
                    (and -inf above the diagonal) as one additive float mask ``[heads, L, L]``
 ``flex``           ``AlibiMultiHeadAttention(backend="flex")``: compiled FlexAttention, the bias
@@ -55,7 +54,7 @@ from . import peak_memory, time_call, time_interleaved
 NAME = "alibi_bench"
 DURATIONS = {"smoke": "seconds", "cpu": "about 3 minutes on one CPU core", "gpu": "minutes on one GPU"}
 
-IMPLEMENTATIONS = ("seed", "eager", "sdpa", "flex", "causal_sdpa")
+IMPLEMENTATIONS = ("labml", "eager", "sdpa", "flex", "causal_sdpa")
 MODES = ("forward", "forward_backward")
 
 # Per profile: the device, the lengths, the shape of one attention call, its dtype, how many timed
@@ -103,7 +102,7 @@ def build_implementations(heads: int, d_head: int, device, names=IMPLEMENTATIONS
         out = labml_style_alibi_attention(q, q, q, reference.slopes)
         return reference._merge_heads(out)
 
-    functions = {"seed": labml, **layers, "causal_sdpa": floor}
+    functions = {"labml": labml, **layers, "causal_sdpa": floor}
     for layer in (*layers.values(), floor):
         layer.to(device).eval()
     return {name: functions[name] for name in names}
@@ -188,7 +187,7 @@ def bench_length(functions: dict, length: int, batch: int, heads: int, d_head: i
 
     speedup = {mode: {} for mode in modes}
     for mode in modes:
-        labml_row = rows.get("seed", {}).get(mode, {})
+        labml_row = rows.get("labml", {}).get(mode, {})
         for name in functions:
             row = rows[name].get(mode, {})
             if "median_s" in row and "median_s" in labml_row:
@@ -197,7 +196,7 @@ def bench_length(functions: dict, length: int, batch: int, heads: int, d_head: i
     return {
         "length": length,
         "implementations": rows,
-        "speedup_vs_seed": speedup,
+        "speedup_vs_labml": speedup,
         # The size of one [L, L, batch, heads] score tensor: the unit of labml's layout's memory.
         "scores_tensor_bytes": length * length * batch * heads * itemsize,
     }
@@ -344,9 +343,9 @@ def format_row(row: dict) -> str:
             if entry.get("median_s") is None:
                 parts.append(f"{mode}: n/a ({entry.get('error')})")
                 continue
-            ratio = row["speedup_vs_seed"][mode].get(name)
+            ratio = row["speedup_vs_labml"][mode].get(name)
             peak = entry.get("peak_bytes")
-            parts.append(f"{mode} {entry['median_s'] * 1e3:9.2f} ms" + (f" ({ratio:5.1f}x seed)" if ratio else "")
+            parts.append(f"{mode} {entry['median_s'] * 1e3:9.2f} ms" + (f" ({ratio:5.1f}x labml)" if ratio else "")
                          + (f" peak {peak / 2**20:8.1f} MiB" if peak is not None else ""))
         lines.append(f"  {name:12s} " + " | ".join(parts))
     return "\n".join(lines)
