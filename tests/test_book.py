@@ -138,3 +138,23 @@ def test_every_figure_has_a_name_a_caption_and_alt_text(notebook):
         meta = cell["metadata"].get("mystnb", {})
         assert meta.get("figure", {}).get("name", "").startswith("fig-"), "".join(cell["source"])[:80]
         assert len(meta["figure"].get("caption", "")) > 20 and len(meta.get("image", {}).get("alt", "")) > 20
+
+
+def test_each_page_includes_each_script_once():
+    # Jupyter Book adds sphinx-thebe's inline configuration twice (file name None, then ""), which
+    # threw "Identifier 'THEBE_JS_URL' has already been declared" on every page.
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("unique_scripts", ROOT / "book" / "_ext" / "unique_scripts.py")
+    extension = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extension)
+    thebe = {"body": "const THEBE_JS_URL = 'x'"}
+    scripts = [SimpleNamespace(filename="_static/a.js", attributes={}),
+               SimpleNamespace(filename=None, attributes=dict(thebe)),
+               SimpleNamespace(filename="", attributes=dict(thebe)),
+               SimpleNamespace(filename="_static/a.js", attributes={"async": "async"})]
+    context = {"script_files": list(scripts)}
+    extension._unique_scripts(None, "page", "page.html", context, None)
+    assert context["script_files"] == [scripts[0], scripts[1], scripts[3]]
+    assert "unique_scripts" in CONFIG["sphinx"]["local_extensions"]
