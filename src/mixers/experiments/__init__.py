@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 
 import torch
 
+from .._checks import check_positive_int
 # PROFILE_ORDER, load_results and results_path: re-exported, the chapters import them from here.
 from ..results import PROFILE_ORDER, load_results, results_path, runs_dir, save_results, writable_dir  # noqa: F401
 from ..train import PROFILES, Profile, default_profile_name, get_profile
@@ -62,10 +63,11 @@ def cpu_threads(threads: int | None, enabled: bool | None = None) -> Iterator[No
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return int(text)
+    """argparse type: an integer >= 1 (the package's ``check_positive_int``, as a command-line type)."""
+    try:
+        return check_positive_int("the value", int(text))
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
 
 
 def output_dir(text: str) -> Path:

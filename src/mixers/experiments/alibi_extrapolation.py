@@ -41,7 +41,7 @@ from ..train import run_profile
 from . import cpu_threads, experiment_settings, main
 
 NAME = "alibi_extrapolation"
-DURATIONS = {"smoke": "seconds", "cpu": "about 13 minutes on two CPU cores", "gpu": "tens of minutes on one GPU"}
+DURATIONS = {"smoke": "seconds", "cpu": "about 7 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
 
 # As in the attention_scaling experiment: small models on a CPU run about as fast on one intra-op
 # thread as on two quiet cores, and far faster when the cores are shared. Provenance records it.

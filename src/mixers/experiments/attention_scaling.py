@@ -26,7 +26,7 @@ from ..train import build_model, run_profile
 from . import cpu_threads, experiment_settings, main
 
 NAME = "attention_scaling"
-DURATIONS = {"smoke": "seconds", "cpu": "about 12 minutes on two CPU cores", "gpu": "tens of minutes on one GPU"}
+DURATIONS = {"smoke": "seconds", "cpu": "about 3 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
 
 # Small models on a CPU: one intra-op thread is about as fast as two on quiet cores, and far faster
 # on shared ones, where two OpenMP threads wait for each other. The provenance records the count.

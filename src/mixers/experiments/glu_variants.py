@@ -37,7 +37,7 @@ from ..train import evaluate_sequential, get_profile, run_profile
 from . import cpu_threads, main, profile_settings
 
 NAME = "glu_variants"
-DURATIONS = {"smoke": "seconds", "cpu": "about 25 minutes on two CPU cores",
+DURATIONS = {"smoke": "seconds", "cpu": "about 7 minutes on a two-core CPU",
              "gpu": "an hour or more on one GPU (24 runs of 5,000 steps)"}
 
 # Shazeer (2020), Table 1: heldout-set log-perplexity of T5-base-sized models after

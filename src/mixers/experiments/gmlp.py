@@ -34,7 +34,7 @@ from ..train import StepInfo, build_model, evaluate_sequential, run_profile, sam
 from . import cpu_threads, experiment_settings, main
 
 NAME = "gmlp"
-DURATIONS = {"smoke": "seconds", "cpu": "about 13 minutes on two CPU cores", "gpu": "tens of minutes on one GPU"}
+DURATIONS = {"smoke": "seconds", "cpu": "about 6 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
 
 # Small models on a shared CPU: one intra-op thread is about as fast as two and far more
 # predictable (see experiments/attention_scaling.py). The provenance records the thread count.
