@@ -158,3 +158,42 @@ def test_each_page_includes_each_script_once():
     extension._unique_scripts(None, "page", "page.html", context, None)
     assert context["script_files"] == [scripts[0], scripts[1], scripts[3]]
     assert "unique_scripts" in CONFIG["sphinx"]["local_extensions"]
+
+
+# A listing of the package's source, as a chapter writes it, and the call that shows the same code.
+LISTING = re.compile(r"```\{literalinclude\}\s+\.\./src/(\S+)\.py\n((?::[\w-]+:[^\n]*\n)*)")
+LISTING_OPTION = re.compile(r":([\w-]+):\s*(.*)\n")
+
+
+def show_source_calls(markdown: str) -> list[str]:
+    calls = []
+    for match in LISTING.finditer(markdown):
+        module = match.group(1).replace("/", ".")
+        options = dict(LISTING_OPTION.findall(match.group(2)))
+        target = module + ("." + options.pop("pyobject") if "pyobject" in options else "")
+        args = [repr(target)] + [f"{key.replace('-', '_')}={value.strip()!r}" for key, value in options.items()
+                                 if key in ("start-at", "end-before", "end-at")]
+        calls.append(f"show_source({', '.join(args)})")
+    return calls
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_listing_is_shown_where_the_directive_is_not_rendered(notebook):
+    # On Colab or in JupyterLab a literalinclude is plain text: the next cell shows the same code
+    # from the installed package (and nbval checks its output), and is removed from the site.
+    cells = json.loads(notebook.read_text())["cells"]
+    listed = 0
+    for cell, after in zip(cells, cells[1:] + [None]):
+        calls = show_source_calls("".join(cell["source"])) if cell["cell_type"] == "markdown" else []
+        if not calls:
+            continue
+        listed += len(calls)
+        assert after is not None and after["cell_type"] == "code", calls
+        assert "remove-cell" in after["metadata"].get("tags", []), calls
+        shown = [line for line in "".join(after["source"]).splitlines() if line.startswith("show_source(")]
+        assert shown == calls
+        assert all(out.get("data", {}).get("text/markdown", "").startswith("```python\n") for out in after["outputs"])
+        assert len(after["outputs"]) == len(calls)
+    # every listing of the package was recognised (none written in a form the pattern misses)
+    markdown = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert listed == markdown.count("{literalinclude} ../src/")
