@@ -27,6 +27,20 @@ def _axes(ax):
     return ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
 
 
+# Curves are told apart by line style and marker as well as colour (colour alone fails readers
+# with colour-blindness and grey-scale prints): the i-th curve of a plot gets style(i).
+LINESTYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def style(i: int, markers: bool = True) -> dict:
+    """Colour, line style and (with ``markers``) marker of the ``i``-th curve of a plot."""
+    looks = {"color": f"C{i % 10}", "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+    if markers:
+        looks["marker"] = MARKERS[i % len(MARKERS)]
+    return looks
+
+
 def _panels(stack: torch.Tensor, name: str, expected: str, axes, size: tuple[float, float], pad: float,
             unit: str = "head", dtype: torch.dtype = torch.float32):
     """A ``[n, rows, cols]`` (or ``[rows, cols]``) tensor on the CPU and one Axes per matrix.
@@ -57,11 +71,13 @@ def loss_curves(runs: dict[str, dict], ax=None, train: bool = True, title: str |
     """
     ax = _axes(ax)
     for i, (label, run) in enumerate(runs.items()):
-        color = f"C{i}"
-        ax.plot(run["steps"], run["val_loss"], color=color, label=f"{label} (val)")
+        looks = style(i)  # the run's colour and marker; solid for validation, dashed for training
+        color, marker, every = looks["color"], looks["marker"], max(1, len(run["steps"]) // 8)
+        ax.plot(run["steps"], run["val_loss"], color=color, marker=marker, markevery=every, markersize=4,
+                label=f"{label} (val)")
         if train:
-            ax.plot(run["steps"], run["train_loss"], color=color, linestyle="--", alpha=0.6,
-                    label=f"{label} (train)")
+            ax.plot(run["steps"], run["train_loss"], color=color, linestyle="--", alpha=0.6, marker=marker,
+                    markevery=every, markersize=3, fillstyle="none", label=f"{label} (train)")
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats / char)")
     secondary = ax.secondary_yaxis("right", functions=(lambda n: n / math.log(2), lambda b: b * math.log(2)))
@@ -77,9 +93,12 @@ def heatmap(
     title: str | None = None,
     cmap: str = "viridis",
     colorbar: bool = True,
+    xlabel: str | None = "key",
+    ylabel: str | None = "query",
+    colorbar_label: str | None = None,
     **imshow_kwargs,
 ):
-    """A 2-d tensor as an image: rows = queries (``y``), columns = keys (``x``)."""
+    """A 2-d tensor as an image: rows = queries (``y``), columns = keys (``x``), with a colour bar."""
     ax = _axes(ax)
     values = matrix.detach().float().cpu()
     if values.dim() != 2:
@@ -89,10 +108,14 @@ def heatmap(
         ax.set_xticks(range(len(x_labels)), list(x_labels), fontsize="small")
     if y_labels is not None:
         ax.set_yticks(range(len(y_labels)), list(y_labels), fontsize="small")
+    if xlabel:
+        ax.set_xlabel(xlabel, fontsize="small")
+    if ylabel:
+        ax.set_ylabel(ylabel, fontsize="small")
     if title:
         ax.set_title(title)
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
     return ax
 
 
@@ -121,7 +144,7 @@ def attention_heads(
         if key_tokens is not None:
             ax.tick_params(axis="x", labelrotation=90)
     if colorbar:
-        axes[0].figure.colorbar(axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02)
+        axes[0].figure.colorbar(axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02, label="attention weight")
     return axes
 
 
@@ -144,7 +167,7 @@ def activation_curves(
         if name not in ACTIVATIONS:
             raise ValueError(f"names must be keys of ACTIVATIONS {list(ACTIVATIONS)}, got {name!r}")
         with torch.no_grad():
-            ax.plot(z, ACTIVATIONS[name]()(z), label=name)
+            ax.plot(z, ACTIVATIONS[name]()(z), label=name, **style(len(ax.lines), markers=False))
     ax.axhline(0, color="black", linewidth=0.6)
     ax.axvline(0, color="black", linewidth=0.6)
     ax.set_xlabel("z")
@@ -189,7 +212,7 @@ def gate_surface(
     ax.set_ylabel("b = x·v (linear branch)")
     ax.set_title(title if title is not None else (f"{activation}(a)·b" if gated else f"{activation}(a)"))
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="unit output")
     return ax
 
 
@@ -215,7 +238,8 @@ def loss_bands(
         mean = curves.mean(0)
         std = curves.std(0) if len(runs) > 1 else torch.zeros_like(mean)
         color = (colors or {}).get(label, f"C{i}")
-        ax.plot(steps, mean, color=color, linestyle=(linestyles or {}).get(label, "-"),
+        ax.plot(steps, mean, color=color, linestyle=(linestyles or {}).get(label, style(i)["linestyle"]),
+                marker=style(i)["marker"], markevery=max(1, len(steps) // 8), markersize=4,
                 label=f"{label} (n={len(runs)})")
         ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.15, linewidth=0)
     ax.set_xlabel("step")
@@ -273,13 +297,13 @@ def spatial_weights(
     limit = limit if limit > 0 else 1.0
     for k, ax in enumerate(axes):
         heatmap(values[k], ax=ax, title=titles[k] if titles is not None else None, cmap=cmap, colorbar=False,
-                vmin=-limit, vmax=limit)
+                xlabel=None, ylabel=None, vmin=-limit, vmax=limit)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("j (read)", fontsize="small")
         ax.set_ylabel("i (reads)", fontsize="small")
     if colorbar:
-        axes[0].figure.colorbar(axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02)
+        axes[0].figure.colorbar(axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02, label="W[i, j]")
     return axes
 
 
@@ -300,7 +324,7 @@ def diagonal_profile(
         values = torch.as_tensor(values, dtype=torch.float64).cpu()
         if max_offset is not None:
             values = values[: max_offset + 1]
-        ax.plot(range(len(values)), values, marker="o", markersize=3, color=f"C{i}", label=label)
+        ax.plot(range(len(values)), values, markersize=3, label=label, **style(i))
     ax.axhline(0.0, color="black", linewidth=0.6)
     ax.set_xlabel("offset k = i - j (positions back)")
     ax.set_ylabel("mean of diagonal k of W")
@@ -390,7 +414,7 @@ def extrapolation_curves(runs: dict[str, list[dict]], train_length: int, ax=None
         defined = [(row["length"], row["loss"]) for row in rows if row["loss"] is not None]
         lengths = [length for length, _ in defined]
         values = [math.exp(loss) if perplexity else loss for _, loss in defined]
-        line, = ax.plot(lengths, values, marker="o", markersize=4, color=f"C{i}", label=scheme)
+        line, = ax.plot(lengths, values, markersize=4, label=scheme, **style(i))
         if len(defined) < len(rows) and defined:
             ax.plot(lengths[-1], values[-1], marker="x", markersize=11, mew=2, color=line.get_color())
             ax.annotate(f"{scheme}: not defined past L", (lengths[-1], values[-1]), textcoords="offset points",
@@ -413,12 +437,12 @@ def per_position_curves(curves: dict[str, Sequence[float] | None], train_length:
     ax = _axes(ax)
     for i, (scheme, values) in enumerate(curves.items()):
         if values is None:
-            ax.plot([], [], color=f"C{i}", label=f"{scheme} (not defined past L)")
+            ax.plot([], [], label=f"{scheme} (not defined past L)", **style(i))
             continue
         values = torch.as_tensor(values, dtype=torch.float64)
         bins = values[: len(values) // bin_size * bin_size].view(-1, bin_size).mean(1)
         centres = torch.arange(len(bins)) * bin_size + (bin_size - 1) / 2
-        ax.plot(centres, bins, color=f"C{i}", label=scheme)
+        ax.plot(centres, bins, markersize=3, markevery=max(1, len(bins) // 10), label=scheme, **style(i))
     ax.axvline(train_length, color="gray", linestyle=":", linewidth=1)
     ax.set_xlabel(f"position in the window (mean over bins of {bin_size})")
     ax.set_ylabel("loss (nats / char)")
@@ -443,18 +467,17 @@ def benchmark_curves(results: list[dict], mode: str = "forward", metric: str = "
         if metric == "memory":
             points = [(length, entry) for length, entry in points if entry.get("peak_bytes") is not None]
         if not points:  # an empty errorbar, so that the legend keeps the implementations' order
-            ax.errorbar([], [], yerr=[], marker="o", color=f"C{i}", label=f"{name} (n/a)")
+            ax.errorbar([], [], yerr=[], label=f"{name} (n/a)", **style(i))
             continue
         lengths = [length for length, _ in points]
         if metric == "time":
             median = [entry["median_s"] * 1e3 for _, entry in points]
             low = [m - entry["min_s"] * 1e3 for m, (_, entry) in zip(median, points)]
             high = [entry["max_s"] * 1e3 - m for m, (_, entry) in zip(median, points)]
-            ax.errorbar(lengths, median, yerr=[low, high], marker="o", markersize=4, capsize=3, color=f"C{i}",
-                        label=name)
+            ax.errorbar(lengths, median, yerr=[low, high], markersize=4, capsize=3, label=name, **style(i))
         else:
-            ax.errorbar(lengths, [entry["peak_bytes"] / 2**20 for _, entry in points], marker="o", markersize=4,
-                        color=f"C{i}", label=name)
+            ax.errorbar(lengths, [entry["peak_bytes"] / 2**20 for _, entry in points], markersize=4, label=name,
+                        **style(i))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length L")
