@@ -103,7 +103,8 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / f"{Path(page_path).name}-{width}.png", full_page=True)
 
-        for message in untypeset_maths(page) + bad_images(page) + too_heavy(page_path) + exercise_views(page):
+        for message in (untypeset_maths(page) + bad_images(page) + too_wide(page) + too_heavy(page_path)
+                        + exercise_views(page)):
             problems.setdefault(message, message)
         page.wait_for_load_state("networkidle")  # what the controls asked for is checked too
     finally:
@@ -203,6 +204,12 @@ def bad_images(page) -> list[str]:
         if image["broken"]:
             problems.append(f"image that failed to load: {src}")
     return problems
+
+
+def too_wide(page) -> list[str]:
+    """The page must fit the screen's width: wide maths, tables and code scroll in their own box."""
+    wide, screen = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    return [f"the page is {wide} px wide on a {screen} px screen: it scrolls sideways"] if wide > screen else []
 
 
 def too_heavy(page_path: str, limit: int = 3 * 2**20) -> list[str]:

@@ -150,25 +150,34 @@ def to_json(results: dict) -> str:
         raise ValueError(f"results must be finite numbers (strict JSON), but {where}") from None
 
 
-def save_results(name: str, profile: str, results: dict, directory: Path | None = None) -> Path:
-    """Write ``results`` to ``DIRECTORY/NAME-PROFILE.json`` (default: ``runs_dir()``), its
-    ``provenance`` first so a reader sees where it came from.
+def write_results(path: str | Path, results: dict) -> Path:
+    """Write ``results`` as strict JSON to ``path``, its ``provenance`` first, atomically.
 
-    Atomic: the text goes to a temporary file in the same directory, which then replaces the
-    target in one step (``os.replace``), so a crash never leaves half a file.
+    The text goes to a temporary file in the same directory, flushed to disk, which then
+    replaces ``path`` in one step (``os.replace``): an interruption at any moment leaves either
+    the previous file or the new one, whole, and no temporary file behind.
     """
     if "provenance" in results:
         results = {"provenance": results["provenance"], **results}
     text = to_json(results)  # before touching any file
-    path = results_path(name, profile, directory or runs_dir())
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text)
+        with open(tmp, "w") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())  # the bytes are on disk before the rename makes them the file
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def save_results(name: str, profile: str, results: dict, directory: Path | None = None) -> Path:
+    """Write ``results`` to ``DIRECTORY/NAME-PROFILE.json`` (default: ``runs_dir()``), its
+    ``provenance`` first so a reader sees where it came from; atomically (``write_results``)."""
+    return write_results(results_path(name, profile, directory or runs_dir()), results)
 
 
 def load_results(name: str, directory: Path | None = None, profiles: tuple[str, ...] = PROFILE_ORDER) -> dict:

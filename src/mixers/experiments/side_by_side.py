@@ -1,0 +1,594 @@
+"""The mixers side by side: every token mixer × channel mixer pair on one harness, at equal parameters.
+
+``python -m mixers.experiments.side_by_side --profile cpu`` trains one small character-level
+language model per pair of ``PAIRS``, changing only its blocks:
+
+======================  =============  =============  ========================================
+pair                    token mixer    channel mixer  positions
+======================  =============  =============  ========================================
+``attention+gelu``      ``attention``  ``gelu``       a learned table (the classic transformer)
+``attention+swiglu``    ``attention``  ``swiglu``     a learned table
+``rotary+gelu``         ``rotary``     ``gelu``       rotary, inside attention
+``rotary+swiglu``       ``rotary``     ``swiglu``     rotary, inside attention
+``alibi+gelu``          ``alibi``      ``gelu``       ALiBi biases, inside attention
+``alibi+swiglu``        ``alibi``      ``swiglu``     ALiBi biases, inside attention
+``gmlp``                ``gmlp``       ``none``       the Spatial Gating Unit's W
+``amlp``                ``amlp``       ``none``       W, and a tiny attention in the gate
+======================  =============  =============  ========================================
+
+GELU and SwiGLU stand for the ungated and the gated feed-forwards (the GLU chapter compares all
+eight); gMLP and aMLP mix channels themselves. Any other registered pair can be asked for by
+label, ``"TOKEN_MIXER+CHANNEL_MIXER"`` (``parse_pair``).
+
+Like for like:
+
+* **parameters**: the reference pair (``attention+gelu``, ``d_ff = 4·d_model``) sets the target
+  count of the whole model; every other pair gets the hidden size (``d_ff``, or gMLP's ``d_ffn``)
+  that brings its whole model closest to it (``matched_d_ff``), and must land within
+  ``PARAMETER_TOLERANCE`` (±2 %) of it, or the run refuses to start. (``d_ff`` is
+  ``ModelConfig.d_ff``; a gated FFN builds 2/3 of it, and each pair records the width it built
+  as ``hidden_size``.) Embeddings, positions and W all count: they are what each model pays for;
+* **data and steps**: the same token budget (steps × batch × length) for every run, and for a
+  given seed the same initial seed and the same batches in the same order (``TrainConfig.seed``);
+* **learning rate**: the same schedule (warm-up, cosine decay) at each of three peak learning
+  rates (``lrs``) for every pair, so that no block is judged at a learning rate tuned for another;
+  the summary reports each pair at *its* best learning rate, chosen on the mean best validation
+  loss over the seeds (the same numbers it then reports: a small optimistic bias, the same for
+  every pair; ``best_lr_at_edge`` flags a pair whose best rate is the smallest or largest tried).
+
+Per run it records the best validation loss, the training throughput (tokens per second of the
+training steps alone), the peak memory of one training step (``train_step_peak_memory``) and
+the loss at 1, 2 and 4 times the training length (``evaluate_lengths``): learned positions and
+gMLP's W have exactly ``block_size`` rows, so those models cannot read a longer sequence, and
+their loss there is ``None`` with the model's own error message, not a number. A summary per
+pair gives mean, standard deviation, minimum and maximum over the seeds at the pair's best
+learning rate.
+
+Long runs survive interruption: with ``checkpoint_dir`` (the command line's ``--out``) every
+finished run is saved at once to ``side_by_side-PROFILE.partial.json`` there, atomically
+(``mixers.results.write_results``). A rerun with the same settings resumes from it and says so
+("resuming: N of M runs already done"); a rerun with other settings refuses to mix them
+(``SettingsMismatch``, naming each difference) unless told to start afresh (``--fresh``). At the
+end the command line writes ``side_by_side-PROFILE.json`` and removes the partial file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+
+from ..bench import peak_memory
+from ..data import CharDataset, random_batch
+from ..model import CHANNEL_MIXERS, TOKEN_MIXERS, LanguageModel, ModelConfig
+from ..results import device_name, provenance, results_path, save_results, to_json, write_results
+from ..train import (PROFILES, TrainingDiverged, default_device, default_profile_name, evaluate_sequential,
+                     run_profile, uses_bf16)
+from . import command_line, cpu_threads, experiment_settings
+
+NAME = "side_by_side"
+DURATIONS = {"smoke": "seconds",
+             "cpu": "about 25 minutes on one CPU thread (48 runs of 600 steps, ~30 s each)",
+             "gpu": "two to three hours on one GPU (72 runs of 2,500 steps)"}
+
+# One intra-op thread per run, as in the other experiments: for models this small a second
+# thread hardly helps on quiet cores and slows everything down on shared ones.
+CPU_THREADS = 1
+
+#: The pairs trained by default, as "TOKEN_MIXER+CHANNEL_MIXER" (a block that mixes channels
+#: itself is named by its token mixer alone).
+PAIRS = ("attention+gelu", "attention+swiglu", "rotary+gelu", "rotary+swiglu", "alibi+gelu", "alibi+swiglu",
+         "gmlp", "amlp")
+#: The pair whose whole model, at d_ff = 4·d_model, sets the parameter target of every pair.
+REFERENCE_PAIR = "attention+gelu"
+#: How far (relative) a pair's parameter count may lie from the target.
+PARAMETER_TOLERANCE = 0.02
+
+# Per profile: the model (ModelConfig fields; the pair adds token_mixer, channel_mixer and d_ff),
+# the training (every TrainConfig field but lr and seed, spelled out so that a change of the
+# shared profiles does not silently change this experiment), the peak learning rates swept, the
+# seeds, the evaluation lengths as multiples of the training length, and how many validation
+# tokens each evaluation length reads (the same tokens at every length).
+SETTINGS = {
+    "smoke": dict(
+        model=dict(d_model=32, n_layers=1, n_heads=2, block_size=16, dropout=0.0),
+        train=dict(steps=12, batch_size=8, seq_len=16, min_lr_ratio=0.1, warmup_steps=3, weight_decay=0.1,
+                   betas=(0.9, 0.99), grad_clip=1.0, eval_interval=6, eval_batches=2, eval_batch_size=None,
+                   compile=False, amp=True, cpu_amp=False),
+        lrs=(3e-3, 6e-3, 1.2e-2),
+        seeds=(0, 1),
+        factors=(1, 2, 4),
+        eval_tokens=512,
+    ),
+    # Sized so that all 48 runs fit in about 30 minutes on one thread of a shared two-core AMD EPYC:
+    # measured there, a training step took 39-56 ms (SwiGLU attention fastest, gMLP slowest; 44 ms
+    # on average) in bf16 autocast, and evaluating a run about 2 s, so a run takes about 30 s.
+    "cpu": dict(
+        model=dict(d_model=128, n_layers=2, n_heads=4, block_size=64, dropout=0.0),
+        train=dict(steps=600, batch_size=32, seq_len=64, min_lr_ratio=0.1, warmup_steps=50, weight_decay=0.1,
+                   betas=(0.9, 0.99), grad_clip=1.0, eval_interval=50, eval_batches=8, eval_batch_size=None,
+                   compile=False, amp=True, cpu_amp=True),
+        lrs=(1.5e-3, 3e-3, 6e-3),
+        seeds=(0, 1),
+        factors=(1, 2, 4),
+        eval_tokens=16384,
+    ),
+    # Not run for the book (no GPU was available).
+    "gpu": dict(
+        model=dict(d_model=384, n_layers=6, n_heads=6, block_size=256, dropout=0.1),
+        train=dict(steps=2500, batch_size=64, seq_len=256, min_lr_ratio=0.1, warmup_steps=200, weight_decay=0.1,
+                   betas=(0.9, 0.99), grad_clip=1.0, eval_interval=250, eval_batches=50, eval_batch_size=None,
+                   compile=True, amp=True, cpu_amp=False),
+        lrs=(5e-4, 1e-3, 2e-3),
+        seeds=(0, 1, 2),
+        factors=(1, 2, 4),
+        eval_tokens=65536,
+    ),
+}
+
+# Windows per evaluation batch: about this many tokens at once, whatever the length.
+EVAL_BATCH_TOKENS = 8192
+
+
+class SettingsMismatch(ValueError):
+    """A partial results file holds runs made with other settings than this run's."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairs and their parameter counts.
+
+
+def parse_pair(label: str) -> dict:
+    """``"TOKEN_MIXER+CHANNEL_MIXER"`` (or a channel-mixing token mixer's name alone) as the
+    ``ModelConfig`` fields ``token_mixer`` and ``channel_mixer``; a ValueError names what is
+    not registered."""
+    if not isinstance(label, str) or not label:
+        raise TypeError(f"a pair must be a label 'TOKEN_MIXER+CHANNEL_MIXER', got {label!r}")
+    token_mixer, _, channel_mixer = label.partition("+")
+    if token_mixer not in TOKEN_MIXERS:
+        raise ValueError(f"pair {label!r}: unknown token mixer {token_mixer!r}; registered: {sorted(TOKEN_MIXERS)}")
+    if TOKEN_MIXERS[token_mixer].mixes_channels:
+        if channel_mixer not in ("", "none"):
+            raise ValueError(f"pair {label!r}: token mixer {token_mixer!r} mixes channels itself; "
+                             f"name it alone, {token_mixer!r}")
+        return {"token_mixer": token_mixer, "channel_mixer": "none"}
+    if channel_mixer not in CHANNEL_MIXERS or channel_mixer == "none":
+        raise ValueError(f"pair {label!r}: channel mixer must be one of "
+                         f"{sorted(set(CHANNEL_MIXERS) - {'none'})}, got {channel_mixer!r}")
+    return {"token_mixer": token_mixer, "channel_mixer": channel_mixer}
+
+
+def count_parameters(vocab_size: int, model: dict, pair: str, d_ff: int | None) -> int:
+    """Parameters of the whole ``LanguageModel`` of ``pair`` with hidden size ``d_ff``.
+
+    Built on the meta device: shapes without memory or initialisation, so counting is cheap.
+    """
+    with torch.device("meta"):
+        config = ModelConfig(vocab_size=vocab_size, **model, **parse_pair(pair), d_ff=d_ff)
+        return LanguageModel(config).num_parameters()
+
+
+def matched_d_ff(target: int, vocab_size: int, model: dict, pair: str) -> int:
+    """The ``ModelConfig.d_ff`` whose model of ``pair`` has the parameter count closest to ``target``.
+
+    The count is affine in d_ff up to rounding (a gated FFN's hidden size is 2/3 of d_ff, gMLP's
+    d_ffn must be even), so two probes give the slope, and the neighbours of the estimate are
+    counted exactly.
+    """
+    step = 2 if TOKEN_MIXERS[parse_pair(pair)["token_mixer"]].mixes_channels else 1  # gMLP: even widths
+    low, high = 4 * model["d_model"], 8 * model["d_model"]
+    count_low = count_parameters(vocab_size, model, pair, low)
+    slope = (count_parameters(vocab_size, model, pair, high) - count_low) / (high - low)
+    estimate = round((low + (target - count_low) / slope) / step) * step
+    candidates = [d for d in range(estimate - 3 * step, estimate + 4 * step, step) if d >= step]
+    if not candidates:  # the target is below the count of the smallest width: take the smallest
+        candidates = [step]
+    return min(candidates, key=lambda d: (abs(count_parameters(vocab_size, model, pair, d) - target), d))
+
+
+def matched_pairs(pairs: list[str], vocab_size: int, model: dict, tolerance: float = PARAMETER_TOLERANCE) -> dict:
+    """Per pair: its fields, ``d_ff``, parameter count and relative distance from the target.
+
+    The target is ``REFERENCE_PAIR``'s count at ``d_ff = 4·d_model``. A pair that cannot come within
+    ``tolerance`` of it (e.g. gMLP at a length whose W alone outweighs the target) raises a
+    ValueError that names it.
+    """
+    target = count_parameters(vocab_size, model, REFERENCE_PAIR, 4 * model["d_model"])
+    out = {}
+    for pair in pairs:
+        d_ff = 4 * model["d_model"] if pair == REFERENCE_PAIR else matched_d_ff(target, vocab_size, model, pair)
+        count = count_parameters(vocab_size, model, pair, d_ff)
+        deviation = (count - target) / target
+        if abs(deviation) > tolerance:
+            raise ValueError(f"pair {pair!r} cannot match the parameter target: {count:,} parameters at d_ff={d_ff} "
+                             f"is {deviation:+.1%} from {target:,} ({REFERENCE_PAIR}), beyond ±{tolerance:.0%}")
+        with torch.device("meta"):
+            config = ModelConfig(vocab_size=vocab_size, **model, **parse_pair(pair), d_ff=d_ff)
+            block = LanguageModel(config).blocks[0]
+        # The width actually built: a gated FFN's is 2/3 of d_ff, gMLP's is d_ff (its d_ffn).
+        hidden = block.channel_mixer.d_ff if block.channel_mixer is not None else block.token_mixer.d_ffn
+        out[pair] = {"token_mixer": config.token_mixer, "channel_mixer": config.channel_mixer,
+                     "positions": config.positions, "d_ff": d_ff, "hidden_size": hidden, "parameters": count,
+                     "parameter_deviation": deviation}
+    return {"target_parameters": target, "pairs": out}
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings: everything that makes two runs comparable, checked on resuming.
+
+
+def _check_list(name: str, values, check) -> list:
+    values = list(values)
+    if not values:
+        raise ValueError(f"{name} must not be empty")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{name} must not repeat a value, got {values}")
+    for value in values:
+        check(value)
+    return values
+
+
+def _check_lr(lr) -> None:
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lrs must be positive finite numbers, got {lr!r}")
+
+
+def _check_seed(seed) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seeds must be non-negative ints, got {seed!r}")
+
+
+def experiment_plan(profile: str, vocab_size: int, pairs=None, lrs=None, seeds=None) -> dict:
+    """The complete settings of a run of ``profile`` (JSON-able): model, training, matched pairs,
+    learning rates, seeds, evaluation lengths, device and threads. Two runs with equal plans
+    are runs of one experiment; ``pairs``, ``lrs`` and ``seeds`` override the profile's."""
+    base, settings, model = experiment_settings(profile, SETTINGS)
+    pairs = _check_list("pairs", PAIRS if pairs is None else pairs, parse_pair)
+    lrs = [float(lr) for lr in _check_list("lrs", settings["lrs"] if lrs is None else lrs, _check_lr)]
+    seeds = _check_list("seeds", settings["seeds"] if seeds is None else seeds, _check_seed)
+    train = asdict(replace(base.train, **settings["train"]))
+    del train["lr"], train["seed"]  # the sweep and the seeds set them per run
+    if train["seq_len"] != model["block_size"]:
+        raise ValueError(f"the training seq_len ({train['seq_len']}) must equal block_size ({model['block_size']}): "
+                         "the evaluation lengths are multiples of the training length")
+    device = default_device()
+    plan = {
+        "model": model,
+        "train": train,
+        "reference_pair": REFERENCE_PAIR,
+        "parameter_tolerance": PARAMETER_TOLERANCE,
+        **matched_pairs(pairs, vocab_size, model),
+        "lrs": lrs,
+        "seeds": seeds,
+        "tokens_per_run": train["steps"] * train["batch_size"] * train["seq_len"],
+        "eval_factors": list(settings["factors"]),
+        "eval_lengths": [f * model["block_size"] for f in settings["factors"]],
+        "eval_tokens": settings["eval_tokens"],
+        "eval_split": "val",
+        "device_type": device.type,
+        "threads_per_run": CPU_THREADS if device.type == "cpu" else None,
+    }
+    return json.loads(to_json(plan))  # as it reads back from a file: tuples are lists
+
+
+def jobs(plan: dict) -> list[tuple[str, float, int]]:
+    """Every (pair, lr, seed) of ``plan``, in the order they run: seed by seed, then learning rate,
+    then pair, so that a change in the machine's load over time hits every pair alike."""
+    return [(pair, lr, seed) for seed in plan["seeds"] for lr in plan["lrs"] for pair in plan["pairs"]]
+
+
+def _flatten(value, prefix: str = "") -> dict:
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def settings_differences(saved: dict, current: dict) -> list[str]:
+    """Each setting that differs between two plans, as ``"key: saved X, now Y"``."""
+    old, new = _flatten(saved), _flatten(current)
+    return [f"{key}: saved {old.get(key, '(absent)')!r}, now {new.get(key, '(absent)')!r}"
+            for key in sorted(old.keys() | new.keys()) if old.get(key, "(absent)") != new.get(key, "(absent)")]
+
+
+# ---------------------------------------------------------------------------------------------
+# The partial results file.
+
+
+def partial_path(profile: str, directory: str | Path) -> Path:
+    """``DIRECTORY/side_by_side-PROFILE.partial.json``: the runs finished so far."""
+    return results_path(NAME, f"{profile}.partial", Path(directory))
+
+
+def load_partial(path: Path, plan: dict) -> list[dict]:
+    """The finished runs saved in ``path`` (none if it does not exist), after checking that they
+    were made with ``plan``; a ``SettingsMismatch`` names every difference otherwise."""
+    if not path.is_file():
+        return []
+    try:
+        saved = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON ({error}); move it away to start afresh") from None
+    differences = settings_differences(saved.get("settings", {}), plan)
+    if differences:
+        shown = "; ".join(differences[:8]) + ("; ..." if len(differences) > 8 else "")
+        count = len(saved.get("runs", []))
+        raise SettingsMismatch(
+            f"{path} holds {count} run{'' if count == 1 else 's'} made with other settings, which would not "
+            f"compare like for like: {shown}. Rerun with the saved settings to resume, or start afresh "
+            "(--fresh, or run(..., fresh=True)), which discards them")
+    wanted = set(jobs(plan))
+    return [run for run in saved.get("runs", []) if (run["pair"], run["lr"], run["seed"]) in wanted]
+
+
+def _save_partial(path: Path, profile: str, plan: dict, runs: list[dict], total: int) -> None:
+    write_results(path, {"experiment": NAME, "complete": len(runs) == total, "runs_done": len(runs),
+                         "runs_total": total, "settings": plan, "runs": runs,
+                         "provenance": provenance(profile, default_device(), plan["seeds"])})
+
+
+# ---------------------------------------------------------------------------------------------
+# One run.
+
+
+def evaluate_lengths(model: LanguageModel, data: torch.Tensor, lengths: list[int], eval_tokens: int) -> list[dict]:
+    """Per length: mean loss (nats/char) over ``eval_tokens // length`` non-overlapping windows of
+    ``data``, so that every length reads the same first tokens.
+
+    A length past ``block_size`` that the model cannot take (learned positions, gMLP's W) gets
+    ``loss: None`` and the model's own error message; a failure at or below ``block_size`` is a
+    bug and is raised. Float32 on a CPU, bf16 autocast on a GPU (``evaluate_sequential``).
+    """
+    rows = []
+    for length in lengths:
+        windows = eval_tokens // length
+        if windows < 1:
+            raise ValueError(f"eval_tokens={eval_tokens} is shorter than the evaluation length {length}")
+        batch = max(1, min(windows, EVAL_BATCH_TOKENS // length))
+        try:
+            loss, error = evaluate_sequential(model, data, length, batch, max_windows=windows), None
+        except ValueError as failure:
+            if length <= model.config.block_size:
+                raise
+            loss, error = None, str(failure)
+        rows.append({"length": length, "windows": windows, "loss": loss, "error": error})
+    return rows
+
+
+def train_step_peak_memory(model: LanguageModel, dataset: CharDataset, plan: dict) -> int | None:
+    """Peak bytes of tensor memory allocated by one forward and backward pass at the training batch
+    shape, in the training precision, above what was live before (the weights and optimizer state
+    are not counted; activations and gradients are). ``mixers.bench.peak_memory``: on a GPU
+    ``max_memory_allocated``; on a CPU the allocations recorded by ``torch.profiler``. The eager
+    model is measured, also where training compiled it."""
+    train = plan["train"]
+    device = next(model.parameters()).device
+    x, y = random_batch(dataset.train, train["batch_size"], train["seq_len"], torch.Generator().manual_seed(0),
+                        device)
+    bf16 = uses_bf16(device, train["amp"], train["cpu_amp"])
+    model.train()
+
+    def step() -> None:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            _, loss = model(x, y)
+        loss.backward()
+
+    try:
+        return peak_memory(step, device)
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.eval()
+
+
+def run_one(dataset: CharDataset, profile: str, plan: dict, pair: str, lr: float, seed: int,
+            progress: bool = False) -> dict:
+    """Train ``pair`` at peak learning rate ``lr`` from ``seed`` under ``plan``; return its record.
+
+    A run that diverges (``TrainingDiverged``) is recorded as such, with its losses ``None``: a
+    learning rate too high for a block is a result of the sweep, not a crash.
+    """
+    info = plan["pairs"][pair]
+    model_overrides = {**plan["model"], "token_mixer": info["token_mixer"], "channel_mixer": info["channel_mixer"],
+                       "d_ff": info["d_ff"]}
+    train_overrides = {**plan["train"], "betas": tuple(plan["train"]["betas"]), "lr": lr, "seed": seed}
+    record = {"pair": pair, "lr": lr, "seed": seed, **info, "diverged": False, "error": None}
+    try:
+        model, result = run_profile(dataset, PROFILES[profile], model_overrides=model_overrides,
+                                    train_overrides=train_overrides, progress=progress,
+                                    description=f"{NAME} {pair} lr {lr:g} seed {seed}")
+    except TrainingDiverged as error:
+        return {**record, "diverged": True, "error": str(error), "best_val_loss": None, "final_val_loss": None,
+                "tokens_per_s": None, "train_time_s": None, "wall_time_s": None, "peak_memory_bytes": None,
+                "eval_lengths": None, "result": None}
+    if result.parameters != info["parameters"]:  # the plan counted the model this run built
+        raise RuntimeError(f"pair {pair!r} built {result.parameters} parameters, the plan counted {info['parameters']}")
+    start = time.perf_counter()
+    lengths = evaluate_lengths(model, dataset.val, plan["eval_lengths"], plan["eval_tokens"])
+    memory = train_step_peak_memory(model, dataset, plan)
+    return {
+        **record,
+        "best_val_loss": result.best_val_loss,
+        "final_val_loss": result.final_val_loss,
+        "tokens_per_s": result.tokens_per_s,  # of the training steps alone
+        "train_time_s": result.train_time_s,
+        "wall_time_s": result.wall_time_s + time.perf_counter() - start,
+        "peak_memory_bytes": memory,
+        "eval_lengths": lengths,
+        "result": result.to_dict(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The summary.
+
+
+def _spread(values: list[float]) -> dict:
+    """Mean, sample standard deviation (0 for one value), min, max and count."""
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "max": max(values), "n": len(values)}
+
+
+def _summarize_pair(mine: list[dict], plan: dict) -> dict:
+    """One pair's runs: every learning rate's mean loss, and its results at the best of them."""
+    by_lr = {}
+    for lr in plan["lrs"]:
+        at_lr = [run for run in mine if run["lr"] == lr]
+        finished = [run["best_val_loss"] for run in at_lr if not run["diverged"]]
+        by_lr[repr(lr)] = {"lr": lr, "runs": len(at_lr), "diverged": sum(run["diverged"] for run in at_lr),
+                           "best_val_loss": _spread(finished) if finished else None}
+    # A learning rate counts only if every seed run at it finished: one divergence disqualifies it.
+    eligible = [row for row in by_lr.values() if row["best_val_loss"] and not row["diverged"]]
+    out = {"by_lr": by_lr, "best_lr": None}
+    if not eligible:
+        return out
+    best = min(eligible, key=lambda row: row["best_val_loss"]["mean"])
+    at_best = [run for run in mine if run["lr"] == best["lr"]]
+    finished = [run for run in mine if not run["diverged"]]
+    loss_at = {}
+    for i, factor in enumerate(plan["eval_factors"]):
+        losses = [run["eval_lengths"][i]["loss"] for run in at_best]
+        loss_at[str(factor)] = _spread(losses) if all(loss is not None for loss in losses) else None
+    memory = [run["peak_memory_bytes"] for run in finished if run["peak_memory_bytes"] is not None]
+    return {
+        **out,
+        "best_lr": best["lr"],
+        "best_lr_at_edge": best["lr"] in (min(plan["lrs"]), max(plan["lrs"])),
+        "seeds": [run["seed"] for run in at_best],
+        "best_val_loss": best["best_val_loss"],
+        "loss_at_factor": loss_at,  # None where the model cannot read that length
+        # The work of a step does not depend on the learning rate or the seed: every finished run
+        # of the pair measures the same thing, and the median resists a busy moment of the machine.
+        "tokens_per_s_median": statistics.median(run["tokens_per_s"] for run in finished),
+        "tokens_per_s": _spread([run["tokens_per_s"] for run in finished]),
+        "peak_memory_bytes": statistics.median_low(memory) if memory else None,  # a measured value, in bytes
+    }
+
+
+def summarize(runs: list[dict], plan: dict) -> dict:
+    """Per pair (``_summarize_pair``), and the pairs ranked by mean best validation loss."""
+    per_pair = {pair: {**{k: plan["pairs"][pair][k] for k in ("token_mixer", "channel_mixer", "positions", "d_ff",
+                                                                "hidden_size", "parameters", "parameter_deviation")},
+                       **_summarize_pair([run for run in runs if run["pair"] == pair], plan)}
+                for pair in plan["pairs"]}
+    ranked = sorted((pair for pair, row in per_pair.items() if row.get("best_val_loss")),
+                    key=lambda pair: per_pair[pair]["best_val_loss"]["mean"])
+    return {"pairs": per_pair, "ranking_by_best_val_loss": ranked}
+
+
+# ---------------------------------------------------------------------------------------------
+# The experiment.
+
+
+def _report(done: int, total: int, record: dict) -> str:
+    where = f"[{done}/{total}] {record['pair']:>16} lr {record['lr']:<7g} seed {record['seed']}"
+    if record["diverged"]:
+        return f"{where}: diverged"
+    return (f"{where}: best val {record['best_val_loss']:.4f}, {record['tokens_per_s']:,.0f} tokens/s "
+            f"({record['wall_time_s']:.1f} s)")
+
+
+@cpu_threads(CPU_THREADS)
+def run(profile: str, progress: bool = True, pairs=None, lrs=None, seeds=None,
+        checkpoint_dir: str | Path | None = None, fresh: bool = False) -> dict:
+    """Train every (pair, learning rate, seed) of ``profile``; return the runs, a summary and provenance.
+
+    ``pairs``, ``lrs`` and ``seeds`` override the profile's (``PAIRS`` and its sweep and seeds).
+    With ``checkpoint_dir``, each finished run is saved there at once (``partial_path``), and
+    the runs already saved with the same settings are not run again; ``fresh=True`` discards
+    them first. Runs saved with other settings raise ``SettingsMismatch``.
+    """
+    start = time.perf_counter()
+    dataset = CharDataset.shakespeare()
+    plan = experiment_plan(profile, dataset.tokenizer.vocab_size, pairs, lrs, seeds)
+    todo = jobs(plan)
+    device = default_device()
+    print(f"{NAME}, profile {profile}, on {device_name(device)}: {len(todo)} runs ({len(plan['pairs'])} pairs x "
+          f"{len(plan['lrs'])} learning rates x {len(plan['seeds'])} seeds)", flush=True)
+    path = partial_path(profile, checkpoint_dir) if checkpoint_dir is not None else None
+    if path is not None and fresh:
+        path.unlink(missing_ok=True)
+    runs = load_partial(path, plan) if path is not None else []
+    resumed = len(runs)
+    if resumed:
+        print(f"resuming: {resumed} of {len(todo)} runs already done (from {path})", flush=True)
+    done = {(run["pair"], run["lr"], run["seed"]) for run in runs}
+    for pair, lr, seed in todo:
+        if (pair, lr, seed) in done:
+            continue
+        # As the file holds it (tuples become lists), so that resumed and new runs look alike.
+        record = json.loads(to_json(run_one(dataset, profile, plan, pair, lr, seed, progress=progress)))
+        runs.append(record)
+        if path is not None:
+            _save_partial(path, profile, plan, runs, len(todo))
+        print(_report(len(runs), len(todo), record), flush=True)
+
+    order = {job: i for i, job in enumerate(todo)}
+    runs.sort(key=lambda run: order[run["pair"], run["lr"], run["seed"]])
+    finished = [run for run in runs if run["result"] is not None]
+    model = plan["model"]
+    return {
+        "experiment": NAME,
+        "model": (f"{model['n_layers']} layers, d_model {model['d_model']}, {model['n_heads']} heads, trained at "
+                  f"length {model['block_size']}; pairs {', '.join(plan['pairs'])}; hidden sizes matched to "
+                  f"{plan['target_parameters']:,} parameters (±{PARAMETER_TOLERANCE:.0%})"),
+        "seed_policy": ("TrainConfig.seed drives the initial weights, the order of the training batches and the "
+                        "validation windows: the same for every pair and learning rate at a given seed"),
+        "lr_policy": ("every pair trains at every learning rate of the sweep with the same warm-up and cosine "
+                      "schedule; its summary is at the learning rate with the lowest mean best validation loss "
+                      "over the seeds, among those where no seed diverged"),
+        "memory_policy": ("peak_memory_bytes: tensor memory allocated by one forward and backward pass at the "
+                          "training batch shape, above the weights and optimizer state (mixers.bench.peak_memory: "
+                          "torch.profiler's allocation events on a CPU, max_memory_allocated on a GPU)"),
+        "settings": plan,
+        "runs": runs,
+        "summary": summarize(runs, plan),
+        "provenance": {
+            **provenance(profile, device, plan["seeds"]),
+            "train_precision": ("bf16 autocast" if uses_bf16(device, plan["train"]["amp"], plan["train"]["cpu_amp"])
+                                else "float32"),
+            "threads": torch.get_num_threads(),
+            "resumed_runs": resumed,
+            # This invocation's time; with a resume, the runs' own times add up the whole experiment.
+            "wall_time_s": time.perf_counter() - start,
+            "runs_wall_time_s": sum(run["wall_time_s"] for run in finished),
+            "run_git_commits": sorted({run["result"]["provenance"]["git_commit"] or "unknown" for run in finished}),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The command line: ``--profile``, ``--out``, ``--fresh``, ``--no-progress``."""
+    parser = command_line(f"python -m mixers.experiments.{NAME}", __doc__.splitlines()[0], DURATIONS)
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                        help="training size (default: MIXERS_PROFILE, else gpu with CUDA, else smoke)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="discard the runs saved by an earlier, interrupted run instead of resuming them")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    args = parser.parse_args(argv)
+    try:
+        profile = args.profile or default_profile_name()
+    except ValueError as error:  # a bad MIXERS_PROFILE
+        parser.error(str(error))
+    path = partial_path(profile, args.out)
+    try:
+        results = run(profile, progress=not args.no_progress, checkpoint_dir=args.out, fresh=args.fresh)
+    except SettingsMismatch as error:
+        parser.exit(2, f"error: {error}\n")
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: the finished runs are saved in {path}; rerun the same command to resume",
+              file=sys.stderr)
+        sys.exit(130)
+    print(f"wrote {save_results(NAME, profile, results, args.out)}")
+    path.unlink(missing_ok=True)  # the full results hold every run now
+
+
+if __name__ == "__main__":
+    main()
