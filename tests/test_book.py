@@ -197,3 +197,11 @@ def test_every_listing_is_shown_where_the_directive_is_not_rendered(notebook):
     # every listing of the package was recognised (none written in a form the pattern misses)
     markdown = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     assert listed == markdown.count("{literalinclude} ../src/")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_figure_is_cross_referenced_from_the_prose(notebook):
+    cells = json.loads(notebook.read_text())["cells"]
+    prose = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    names = [c["metadata"]["mystnb"]["figure"]["name"] for c in cells if "figure" in c["metadata"].get("mystnb", {})]
+    assert names and [n for n in names if f"{{numref}}`{n}`" not in prose] == []

@@ -69,7 +69,8 @@ def site_url():
 
 @pytest.fixture(scope="module")
 def browser():
-    chromium = "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else shutil.which("chromium")
+    # Debian's chromium; Ubuntu's chromium-browser and Google Chrome (on GitHub's runners) also do.
+    chromium = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
     if chromium is None:
         unavailable("no Chromium: neither /usr/bin/chromium nor `chromium` on PATH; "
                     "install it with `apt-get install -y chromium` (Debian)")
