@@ -205,3 +205,26 @@ def test_every_figure_is_cross_referenced_from_the_prose(notebook):
     prose = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     names = [c["metadata"]["mystnb"]["figure"]["name"] for c in cells if "figure" in c["metadata"].get("mystnb", {})]
     assert names and [n for n in names if f"{{numref}}`{n}`" not in prose] == []
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_chapter_ends_with_exercises_whose_solutions_run_and_a_next_pointer(notebook):
+    # Each exercise: "**Exercise K.**", then a dropdown "Solution K", then one hidden code cell that
+    # works it out (run and checked by nbval like every other cell).
+    cells = json.loads(notebook.read_text())["cells"]
+    text = ["".join(c["source"]) for c in cells]
+    start = next(i for i, t in enumerate(text) if cells[i]["cell_type"] == "markdown" and t.startswith("## Exercises"))
+    exercises = [i for i in range(start, len(cells)) if text[i].startswith("**Exercise ")]
+    assert 3 <= len(exercises) <= 6, len(exercises)
+    for number, i in enumerate(exercises, start=1):
+        assert text[i].startswith(f"**Exercise {number}.**")
+        end = exercises[number] if number < len(exercises) else len(cells) - 1
+        block = list(range(i + 1, end))
+        solutions = [j for j in block if cells[j]["cell_type"] == "markdown"
+                     and text[j].startswith(f":::{{admonition}} Solution {number}\n:class: dropdown")]
+        workings = [j for j in block if cells[j]["cell_type"] == "code" and "hide-cell" in cells[j]["metadata"].get("tags", [])]
+        assert len(solutions) == 1 and len(workings) == 1, (number, solutions, workings)
+        working = cells[workings[0]]
+        assert working["outputs"] and "nbval-ignore-output" not in working["metadata"].get("tags", [])
+    last = cells[-1]
+    assert last["cell_type"] == "markdown" and re.match(r"\*\*Next:\*\* \[[^\]]+\]\([\w.]+\.(ipynb|md)\)", text[-1]), text[-1]
