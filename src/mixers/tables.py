@@ -1,0 +1,58 @@
+"""Results as tables: a Markdown table that the book's site typesets and nbval compares as text.
+
+A chapter that prints aligned columns with f-strings shows the reader ASCII art in a code-output
+box; ``markdown_table`` returns an IPython ``Markdown`` object instead, which Jupyter, Colab and
+the built site (MyST) render as a real table, and whose text nbval checks like any other output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def _cell(value: Any) -> str:
+    # A "|" inside a cell would end it: escape it; None reads as an em dash, not "None".
+    return "—" if value is None else str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None):
+    """The rows as a Markdown table, displayed by returning (or ``display``-ing) the result.
+
+    Args:
+        header: the column titles.
+        rows: one sequence of cells per row, as many as ``header`` (format numbers beforehand).
+        align: one letter per column, ``l``, ``c`` or ``r`` (default: numbers right, text left,
+            judged from the first row).
+
+    Returns:
+        An ``IPython.display.Markdown`` object.
+    """
+    from IPython.display import Markdown
+
+    header = list(header)
+    rows = [list(row) for row in rows]
+    for i, row in enumerate(rows):
+        if len(row) != len(header):
+            raise ValueError(f"rows[{i}] has {len(row)} cells for {len(header)} columns")
+    if align is None:
+        first = rows[0] if rows else [""] * len(header)
+        align = "".join("r" if _numeric(cell) else "l" for cell in first)
+    if len(align) != len(header) or set(align) - set("lcr"):
+        raise ValueError(f"align must be one of l, c, r per column ({len(header)}), got {align!r}")
+    rule = {"l": ":---", "c": ":---:", "r": "---:"}
+    lines = ["| " + " | ".join(_cell(title) for title in header) + " |",
+             "|" + "|".join(rule[a] for a in align) + "|"]
+    lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows]
+    return Markdown("\n".join(lines))
+
+
+def _numeric(cell: Any) -> bool:
+    if isinstance(cell, (int, float)) and not isinstance(cell, bool):
+        return True
+    text = str(cell).replace(",", "").replace("%", "").replace("×", "").replace("±", " ").strip()
+    try:
+        float(text.split()[0] if text else "x")
+        return True
+    except ValueError:
+        return False
