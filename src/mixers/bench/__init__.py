@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-__all__ = ["synchronize", "time_call", "time_interleaved", "peak_memory", "summarise_times"]
+__all__ = ["synchronize", "time_call", "time_interleaved", "peak_memory", "summarise_times", "benchmark_main"]
 
 
 def synchronize(device: torch.device) -> None:
@@ -95,3 +95,21 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> int | None:
         live += size
         peak = max(peak, live)
     return peak
+
+
+def benchmark_main(prog: str, description: str, durations: dict, profiles, run: Callable, name: str) -> None:
+    """The command line every benchmark shares: ``--profile``, ``--lengths``, ``--repeats``,
+    ``--no-progress`` and ``--out``; runs ``run(profile, lengths, repeats, progress=...)`` and
+    saves its results as ``NAME-PROFILE.json`` (``mixers.results.save_results``)."""
+    from ..experiments import command_line, positive_int  # not at import: experiments import bench
+    from ..results import save_results
+
+    parser = command_line(prog, description, durations)
+    parser.add_argument("--profile", choices=sorted(profiles), default="gpu" if torch.cuda.is_available() else "cpu",
+                        help="sizes and device (default: gpu with CUDA, else cpu)")
+    parser.add_argument("--lengths", type=positive_int, nargs="+", default=None, help="override the profile's lengths")
+    parser.add_argument("--repeats", type=positive_int, default=None, help="override the profile's repeats")
+    parser.add_argument("--no-progress", action="store_true", help="do not print each length as it finishes")
+    args = parser.parse_args()
+    results = run(args.profile, args.lengths, args.repeats, progress=not args.no_progress)
+    print(f"wrote {save_results(name, args.profile, results, args.out)}")

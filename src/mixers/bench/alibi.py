@@ -47,9 +47,9 @@ from torch import Tensor, nn
 
 from ..alibi import AlibiMultiHeadAttention, labml_style_alibi_attention
 from ..attention import MultiHeadAttention
-from ..experiments import command_line, cpu_threads, positive_int, profile_settings
-from ..results import provenance, save_results
-from . import peak_memory, time_call, time_interleaved
+from ..experiments import cpu_threads, profile_settings
+from ..results import provenance
+from . import benchmark_main, peak_memory, time_call, time_interleaved
 
 NAME = "alibi_bench"
 DURATIONS = {"smoke": "seconds", "cpu": "about 3 minutes on one CPU core", "gpu": "minutes on one GPU"}
@@ -352,16 +352,7 @@ def format_row(row: dict) -> str:
 
 
 def main() -> None:
-    parser = command_line("python -m mixers.bench.alibi", __doc__.splitlines()[0], DURATIONS)
-    parser.add_argument("--profile", choices=sorted(SETTINGS), default="gpu" if torch.cuda.is_available() else "cpu",
-                        help="sizes and device (default: gpu with CUDA, else cpu)")
-    parser.add_argument("--lengths", type=positive_int, nargs="+", default=None, help="override the profile's lengths")
-    parser.add_argument("--repeats", type=positive_int, default=None, help="override the profile's repeats")
-    parser.add_argument("--no-progress", action="store_true", help="do not print each length as it finishes")
-    args = parser.parse_args()
-    results = run(args.profile, args.lengths, args.repeats, progress=not args.no_progress)
-    print(f"wrote {save_results(NAME, args.profile, results, args.out)}")
-
+    benchmark_main("python -m mixers.bench.alibi", __doc__.splitlines()[0], DURATIONS, SETTINGS, run, NAME)
 
 if __name__ == "__main__":
     main()

@@ -57,10 +57,10 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from ..experiments import command_line, cpu_threads, positive_int, profile_settings
+from ..experiments import cpu_threads, profile_settings
 from ..model import CHANNEL_MIXERS, TOKEN_MIXERS, ModelConfig
-from ..results import provenance, save_results
-from . import peak_memory, time_call, time_interleaved
+from ..results import provenance
+from . import benchmark_main, peak_memory, time_call, time_interleaved
 from .alibi import flex_backward_unsupported
 
 NAME = "side_by_side_bench"
@@ -373,16 +373,7 @@ def format_row(row: dict) -> str:
 
 
 def main() -> None:
-    parser = command_line("python -m mixers.bench.side_by_side", __doc__.splitlines()[0], DURATIONS)
-    parser.add_argument("--profile", choices=sorted(SETTINGS), default="gpu" if torch.cuda.is_available() else "cpu",
-                        help="sizes and device (default: gpu with CUDA, else cpu)")
-    parser.add_argument("--lengths", type=positive_int, nargs="+", default=None, help="override the profile's lengths")
-    parser.add_argument("--repeats", type=positive_int, default=None, help="override the profile's repeats")
-    parser.add_argument("--no-progress", action="store_true", help="do not print each length as it finishes")
-    args = parser.parse_args()
-    results = run(args.profile, args.lengths, args.repeats, progress=not args.no_progress)
-    print(f"wrote {save_results(NAME, args.profile, results, args.out)}")
-
+    benchmark_main("python -m mixers.bench.side_by_side", __doc__.splitlines()[0], DURATIONS, SETTINGS, run, NAME)
 
 if __name__ == "__main__":
     main()
