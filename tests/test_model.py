@@ -58,7 +58,7 @@ def test_model_config_defaults_and_to_dict():
     "overrides, match",
     [
         (dict(d_model=30, n_heads=4), r"d_model \(30\) must be divisible by n_heads \(4\)"),
-        (dict(positions="rotary"), r"positions must be one of \('none', 'learned', 'sinusoidal'\)"),
+        (dict(positions="rotary"), r"positions must be one of \('none', 'learned', 'sinusoidal', 'sinusoidal_scaled'\)"),
         (dict(dropout=1.0), r"dropout must be a probability in \[0, 1\)"),
         (dict(dropout=-0.1), "dropout"),
         (dict(vocab_size=0), "vocab_size must be a positive int"),

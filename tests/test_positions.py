@@ -268,3 +268,12 @@ def test_rotary_attention_scale(backend):
     with pytest.raises(ValueError, match="scale"):
         RotaryMultiHeadAttention(16, 2, scale=0.0)
 
+
+
+def test_the_scaled_sinusoid_starts_at_the_token_embeddings_scale():
+    from mixers.positions import SCALED_SINUSOID_FACTOR, build_positions
+
+    plain, scaled = build_positions("sinusoidal", 128, 64)(64), build_positions("sinusoidal_scaled", 128, 64)(64)
+    assert torch.equal(scaled, plain * SCALED_SINUSOID_FACTOR)
+    assert abs(plain.pow(2).mean().sqrt().item() - 2 ** -0.5) < 1e-6
+    assert abs(scaled.pow(2).mean().sqrt().item() - 0.02) < 1e-6  # the token embeddings' init std

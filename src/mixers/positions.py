@@ -49,14 +49,24 @@ class NoPositions(nn.Module):
 
 
 class SinusoidalPositions(nn.Module):
-    """Fixed sinusoidal positions, computed for whatever length arrives."""
+    """Fixed sinusoidal positions, computed for whatever length arrives, times ``scale``."""
 
-    def __init__(self, d_model: int):
+    def __init__(self, d_model: int, scale: float = 1.0):
         super().__init__()
         self.d_model = d_model
+        self.scale = scale
 
     def forward(self, seq_len: int) -> torch.Tensor:
-        return sinusoidal_table(seq_len, self.d_model)
+        table = sinusoidal_table(seq_len, self.d_model)
+        return table if self.scale == 1.0 else table * self.scale
+
+
+# The token embeddings start with standard deviation 0.02 (mixers.model), and the sinusoid table has
+# RMS 1/sqrt(2) (each sin, cos pair has sin² + cos² = 1). "sinusoidal_scaled" multiplies the table by
+# 0.02·sqrt(2), so that at initialisation position and token are the same size: the unscaled table
+# is 35 times larger, and the original transformer's sqrt(d_model) scaling of the embeddings
+# presumes their N(0, 1/d_model) initialisation, which this model does not use.
+SCALED_SINUSOID_FACTOR = 0.02 * math.sqrt(2.0)
 
 
 class LearnedPositions(nn.Module):
@@ -78,7 +88,7 @@ class LearnedPositions(nn.Module):
 
 
 #: The schemes added to the token embeddings (rotary and ALiBi act inside attention instead).
-POSITION_SCHEMES = ("none", "learned", "sinusoidal")
+POSITION_SCHEMES = ("none", "learned", "sinusoidal", "sinusoidal_scaled")
 
 
 def build_positions(name: str, d_model: int, max_len: int) -> nn.Module:
@@ -87,6 +97,8 @@ def build_positions(name: str, d_model: int, max_len: int) -> nn.Module:
         return NoPositions()
     if name == "sinusoidal":
         return SinusoidalPositions(d_model)
+    if name == "sinusoidal_scaled":
+        return SinusoidalPositions(d_model, scale=SCALED_SINUSOID_FACTOR)
     if name == "learned":
         return LearnedPositions(d_model, max_len)
     raise ValueError(f"positions must be one of {POSITION_SCHEMES}, got {name!r}")

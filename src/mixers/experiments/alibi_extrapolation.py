@@ -1,7 +1,7 @@
-"""Train short, test long: one language model with five position schemes, evaluated past its training length.
+"""Train short, test long: one language model with six position schemes, evaluated past its training length.
 
 ``python -m mixers.experiments.alibi_extrapolation --profile cpu`` trains the same small
-character-level transformer five times at one training length L, changing only how it knows
+character-level transformer six times at one training length L, changing only how it knows
 where a token is:
 
 =============  ==============  ============  =================================================
@@ -13,6 +13,10 @@ scheme         token mixer     positions     where the position enters
 ``rotary``     ``rotary``      ``none``      q and k rotated by their positions (RoPE)
 ``alibi``      ``alibi``       ``none``      a linear penalty ``-m·(i - j)`` on the scores
 =============  ==============  ============  =================================================
+
+and ``sinusoidal_scaled`` (token mixer ``attention``, positions ``sinusoidal_scaled``): the same sin/cos
+table multiplied by 0.02·√2, so that it starts at the token embeddings' size (both RMS 0.02; the
+plain table is 35 times larger), to measure whether that size matters.
 
 Same initial seed, same data order, same steps. Each model is then scored on the validation
 split in non-overlapping windows of 1, 2, 4, ... times L (``mixers.data.sequential_windows``),
@@ -41,7 +45,7 @@ from ..train import run_profile
 from . import cpu_threads, experiment_settings, main
 
 NAME = "alibi_extrapolation"
-DURATIONS = {"smoke": "seconds", "cpu": "about 7 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
+DURATIONS = {"smoke": "seconds", "cpu": "about 9 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
 
 # As in the attention_scaling experiment: small models on a CPU run about as fast on one intra-op
 # thread as on two quiet cores, and far faster when the cores are shared. Provenance records it.
@@ -55,6 +59,9 @@ SCHEMES: dict[str, tuple[str, str]] = {
     "learned": ("attention", "learned"),
     "rotary": ("rotary", "none"),
     "alibi": ("alibi", "none"),
+    # the sinusoid table at the token embeddings' scale (mixers.positions.SCALED_SINUSOID_FACTOR):
+    # does the size of the plain table, 35 times the embeddings' at initialisation, matter?
+    "sinusoidal_scaled": ("attention", "sinusoidal_scaled"),
 }
 
 # Per profile: the model (ModelConfig fields over the profile's own; block_size is the training
