@@ -160,3 +160,18 @@ def test_the_command_line_checks_its_arguments_before_running(tmp_path, monkeypa
     monkeypatch.setattr(sys, "argv", ["bench", "--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
     bench.main()
     assert json.loads((tmp_path / "side_by_side_bench-smoke.json").read_text()) == {"profile": "smoke"}
+
+
+def test_load_average_is_three_rounded_numbers_or_none(monkeypatch):
+    import os
+
+    from mixers.bench import load_average
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.234, 0.5, 0.25), raising=False)
+    assert load_average() == [1.23, 0.5, 0.25]
+
+    def unavailable():
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(os, "getloadavg", unavailable, raising=False)
+    assert load_average() is None

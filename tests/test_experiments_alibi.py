@@ -166,3 +166,14 @@ def test_time_interleaved_takes_turns_and_summarises_each_call():
     for key in calls:
         assert len(times[key]["times_s"]) == 3
         assert times[key]["min_s"] <= times[key]["median_s"] <= times[key]["max_s"]
+
+
+def test_evaluation_windows_read_the_same_tokens_at_every_length_in_batches_of_about_8192():
+    from mixers.experiments import EVAL_BATCH_TOKENS, evaluation_windows
+
+    assert EVAL_BATCH_TOKENS == 8192
+    assert evaluation_windows(65536, 64) == (1024, 128)
+    assert evaluation_windows(65536, 1024) == (64, 8)
+    assert evaluation_windows(512, 16384 // 32) == (1, 1)  # one window, never an empty batch
+    with pytest.raises(ValueError, match="eval_tokens=100 is shorter than the evaluation length 128"):
+        evaluation_windows(100, 128)

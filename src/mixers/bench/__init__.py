@@ -12,13 +12,14 @@ memory that a call allocates.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Callable
 
 import torch
 
-__all__ = ["synchronize", "time_call", "time_interleaved", "peak_memory", "summarise_times", "benchmark_main"]
+__all__ = ["synchronize", "time_call", "time_interleaved", "peak_memory", "summarise_times", "benchmark_main", "load_average"]
 
 
 def synchronize(device: torch.device) -> None:
@@ -95,6 +96,15 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> int | None:
         live += size
         peak = max(peak, live)
     return peak
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15-minute load averages (other processes competing for the cores), or None
+    where the platform has none: a benchmark records them at its start and end."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # not available on this platform
+        return None
 
 
 def benchmark_main(prog: str, description: str, durations: dict, profiles, run: Callable, name: str) -> None:

@@ -37,7 +37,6 @@ with the provenance of the run.
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from typing import Callable
@@ -49,7 +48,7 @@ from ..alibi import AlibiMultiHeadAttention, labml_style_alibi_attention
 from ..attention import MultiHeadAttention
 from ..experiments import cpu_threads, profile_settings
 from ..results import provenance
-from . import benchmark_main, peak_memory, time_call, time_interleaved
+from . import benchmark_main, load_average, peak_memory, time_call, time_interleaved
 
 NAME = "alibi_bench"
 DURATIONS = {"smoke": "seconds", "cpu": "about 3 minutes on one CPU core", "gpu": "minutes on one GPU"}
@@ -253,7 +252,7 @@ def run(profile: str = "cpu", lengths=None, repeats: int | None = None, implemen
     ``lengths`` and ``repeats`` override the profile's; ``memory=False`` skips the memory probe.
     """
     start = time.perf_counter()
-    load_start = _load_average()
+    load_start = load_average()
     settings = dict(profile_settings(profile, SETTINGS))
     if lengths is not None:
         settings["lengths"] = tuple(lengths)
@@ -283,15 +282,9 @@ def run(profile: str = "cpu", lengths=None, repeats: int | None = None, implemen
         "provenance": {**prov,
                        "wall_time_s": time.perf_counter() - start,
                        # Other processes compete for the cores: the 1, 5 and 15-minute load averages.
-                       "load_average_start": load_start, "load_average_end": _load_average()},
+                       "load_average_start": load_start, "load_average_end": load_average()},
     }
 
-
-def _load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # not available on this platform
-        return None
 
 
 def _run(settings: dict, device: torch.device, dtype: torch.dtype, implementations: tuple, progress: bool,

@@ -50,7 +50,6 @@ chapter's) with the provenance of the run.
 from __future__ import annotations
 
 import math
-import os
 import time
 from typing import Callable
 
@@ -60,7 +59,7 @@ from torch import Tensor, nn
 from ..experiments import cpu_threads, profile_settings
 from ..model import CHANNEL_MIXERS, TOKEN_MIXERS, ModelConfig
 from ..results import provenance
-from . import benchmark_main, peak_memory, time_call, time_interleaved
+from . import benchmark_main, load_average, peak_memory, time_call, time_interleaved
 from .alibi import flex_backward_unsupported
 
 NAME = "side_by_side_bench"
@@ -319,7 +318,7 @@ def run(profile: str = "cpu", lengths=None, repeats: int | None = None, mixers=N
     device = torch.device(settings["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"profile {profile!r} needs a CUDA GPU; none is available")
-    load_start = _load_average()
+    load_start = load_average()
     with cpu_threads(settings["threads"], enabled=device.type == "cpu"):
         # One FlexAttention kernel compiled per shape, never the dynamic-shape kernel (see mixers.alibi).
         with torch._dynamo.config.patch(automatic_dynamic_shapes=False, recompile_limit=64):
@@ -343,15 +342,9 @@ def run(profile: str = "cpu", lengths=None, repeats: int | None = None, mixers=N
         "exponents": exponents(rows),
         "provenance": {**prov, "wall_time_s": time.perf_counter() - start,
                        # Other processes compete for the cores: the 1, 5 and 15-minute load averages.
-                       "load_average_start": load_start, "load_average_end": _load_average()},
+                       "load_average_start": load_start, "load_average_end": load_average()},
     }
 
-
-def _load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # not available on this platform
-        return None
 
 
 def format_row(row: dict) -> str:

@@ -36,6 +36,19 @@ def experiment_settings(profile: str, table: dict) -> tuple[Profile, dict, dict]
     return base, settings, {**base.model, **settings["model"]}
 
 
+# Windows per evaluation batch: about this many tokens at once, whatever the length.
+EVAL_BATCH_TOKENS = 8192
+
+
+def evaluation_windows(eval_tokens: int, length: int) -> tuple[int, int]:
+    """For scoring the first ``eval_tokens`` tokens in windows of ``length``: how many windows, and
+    how many per batch (about ``EVAL_BATCH_TOKENS`` tokens), so every length reads the same tokens."""
+    windows = eval_tokens // length
+    if windows < 1:
+        raise ValueError(f"eval_tokens={eval_tokens} is shorter than the evaluation length {length}")
+    return windows, max(1, min(windows, EVAL_BATCH_TOKENS // length))
+
+
 @contextmanager
 def cpu_threads(threads: int | None, enabled: bool | None = None) -> Iterator[None]:
     """Run the block with ``threads`` intra-op threads, then restore the previous count.

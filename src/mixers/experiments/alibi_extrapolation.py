@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from ..data import CharDataset, sequential_windows
 from ..model import LanguageModel
 from ..train import run_profile
-from . import cpu_threads, experiment_settings, main
+from . import cpu_threads, evaluation_windows, experiment_settings, main
 
 NAME = "alibi_extrapolation"
 DURATIONS = {"smoke": "seconds", "cpu": "about 9 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
@@ -89,9 +89,6 @@ SETTINGS = {
         eval_tokens=98304,
     ),
 }
-
-# Windows per evaluation batch: about this many tokens at once, whatever the length.
-EVAL_BATCH_TOKENS = 8192
 
 # Facts from the paper, for comparison (not computed here): WikiText-103 validation perplexity of
 # 16-layer, 247M-parameter models trained on L = 512 tokens, evaluated without overlap at longer
@@ -141,10 +138,7 @@ def evaluate_lengths(model: LanguageModel, data: torch.Tensor, lengths: list[int
     """
     rows = []
     for length in lengths:
-        windows = eval_tokens // length
-        if windows < 1:
-            raise ValueError(f"eval_tokens={eval_tokens} is shorter than the evaluation length {length}")
-        batch = max(1, min(windows, EVAL_BATCH_TOKENS // length))
+        windows, batch = evaluation_windows(eval_tokens, length)
         try:
             loss, counted = per_position_loss(model, data, length, batch, max_windows=windows)
         except ValueError as error:

@@ -70,7 +70,7 @@ from ..model import CHANNEL_MIXERS, TOKEN_MIXERS, LanguageModel, ModelConfig
 from ..results import device_name, provenance, results_path, save_results, to_json, write_results
 from ..train import (PROFILES, TrainingDiverged, default_device, default_profile_name, evaluate_sequential,
                      run_profile, uses_bf16)
-from . import command_line, cpu_threads, experiment_settings
+from . import command_line, cpu_threads, evaluation_windows, experiment_settings
 
 NAME = "side_by_side"
 DURATIONS = {"smoke": "seconds",
@@ -95,11 +95,13 @@ PARAMETER_TOLERANCE = 0.02
 # shared profiles does not silently change this experiment), the peak learning rates swept, the
 # seeds, the evaluation lengths as multiples of the training length, and how many validation
 # tokens each evaluation length reads (the same tokens at every length).
+# What every profile's training shares (the schedule's floor, AdamW's decay and betas, clipping).
+_TRAIN = dict(min_lr_ratio=0.1, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0, eval_batch_size=None)
+
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=32, n_layers=1, n_heads=2, block_size=16, dropout=0.0),
-        train=dict(steps=12, batch_size=8, seq_len=16, min_lr_ratio=0.1, warmup_steps=3, weight_decay=0.1,
-                   betas=(0.9, 0.99), grad_clip=1.0, eval_interval=6, eval_batches=2, eval_batch_size=None,
+        train=dict(_TRAIN, steps=12, batch_size=8, seq_len=16, warmup_steps=3, eval_interval=6, eval_batches=2,
                    compile=False, amp=True, cpu_amp=False),
         lrs=(3e-3, 6e-3, 1.2e-2),
         seeds=(0, 1),
@@ -111,8 +113,7 @@ SETTINGS = {
     # on average) in bf16 autocast, and evaluating a run about 2 s, so a run takes about 30 s.
     "cpu": dict(
         model=dict(d_model=128, n_layers=2, n_heads=4, block_size=64, dropout=0.0),
-        train=dict(steps=600, batch_size=32, seq_len=64, min_lr_ratio=0.1, warmup_steps=50, weight_decay=0.1,
-                   betas=(0.9, 0.99), grad_clip=1.0, eval_interval=50, eval_batches=8, eval_batch_size=None,
+        train=dict(_TRAIN, steps=600, batch_size=32, seq_len=64, warmup_steps=50, eval_interval=50, eval_batches=8,
                    compile=False, amp=True, cpu_amp=True),
         lrs=(1.5e-3, 3e-3, 6e-3),
         seeds=(0, 1),
@@ -122,18 +123,14 @@ SETTINGS = {
     # Not run for the book (no GPU was available).
     "gpu": dict(
         model=dict(d_model=384, n_layers=6, n_heads=6, block_size=256, dropout=0.1),
-        train=dict(steps=2500, batch_size=64, seq_len=256, min_lr_ratio=0.1, warmup_steps=200, weight_decay=0.1,
-                   betas=(0.9, 0.99), grad_clip=1.0, eval_interval=250, eval_batches=50, eval_batch_size=None,
-                   compile=True, amp=True, cpu_amp=False),
+        train=dict(_TRAIN, steps=2500, batch_size=64, seq_len=256, warmup_steps=200, eval_interval=250,
+                   eval_batches=50, compile=True, amp=True, cpu_amp=False),
         lrs=(5e-4, 1e-3, 2e-3),
         seeds=(0, 1, 2),
         factors=(1, 2, 4),
         eval_tokens=65536,
     ),
 }
-
-# Windows per evaluation batch: about this many tokens at once, whatever the length.
-EVAL_BATCH_TOKENS = 8192
 
 
 class SettingsMismatch(ValueError):
@@ -349,10 +346,7 @@ def evaluate_lengths(model: LanguageModel, data: torch.Tensor, lengths: list[int
     """
     rows = []
     for length in lengths:
-        windows = eval_tokens // length
-        if windows < 1:
-            raise ValueError(f"eval_tokens={eval_tokens} is shorter than the evaluation length {length}")
-        batch = max(1, min(windows, EVAL_BATCH_TOKENS // length))
+        windows, batch = evaluation_windows(eval_tokens, length)
         try:
             loss, error = evaluate_sequential(model, data, length, batch, max_windows=windows), None
         except ValueError as failure:
