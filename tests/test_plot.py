@@ -64,3 +64,19 @@ def test_heat_maps_have_a_colour_bar_and_axis_labels():
     plot.heatmap(torch.rand(3, 3), ax=ax, colorbar_label="weight")
     assert ax.get_xlabel() == "key" and ax.get_ylabel() == "query"
     assert ax.figure.axes[-1].get_ylabel() == "weight"
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 8])
+def test_panels_wrap_into_rows_no_wider_than_a_phone_can_show(count):
+    # A row of eight heat maps, 26 inches wide, is shown on a phone at an eighth of its size; the
+    # panels wrap instead, and an odd count leaves no empty frame behind.
+    for draw in (lambda: plot.attention_heads(torch.rand(count, 4, 4).softmax(-1), list("abcd")),
+                 lambda: plot.spatial_weights(torch.randn(count, 5, 5)),
+                 lambda: plot.bias_heads(torch.randn(count, 4, 4))):
+        axes = draw()
+        figure = axes[0].figure
+        assert figure.get_size_inches()[0] <= plot.MAX_WIDTH + 1e-9
+        assert len(figure.axes) == count + 1  # the panels and the shared colour bar, no spare frame
+        tops = [round(ax.get_position().y0, 3) for ax in axes]  # one value per row of panels
+        per_row = tops.count(max(tops))
+        assert len(set(tops)) == -(-count // per_row)  # full rows, then what is left

@@ -41,12 +41,18 @@ def style(i: int, markers: bool = True) -> dict:
     return looks
 
 
+# The widest a chapter's figure is drawn, in inches (100 CSS pixels each): on a 390-pixel phone,
+# whose text column is about 340 pixels wide, such a figure is shown at half its size or more.
+MAX_WIDTH = 6.8
+
+
 def _panels(stack: torch.Tensor, name: str, expected: str, axes, size: tuple[float, float], pad: float,
             unit: str = "head", dtype: torch.dtype = torch.float32):
     """A ``[n, rows, cols]`` (or ``[rows, cols]``) tensor on the CPU and one Axes per matrix.
 
-    Draws into ``axes`` (one per matrix) or a new row of ``size``-inch panels; the shared check and
-    layout of ``attention_heads``, ``spatial_weights`` and ``bias_heads``.
+    Draws into ``axes`` (one per matrix) or a new grid of ``size``-inch panels, as many to a row as
+    fit in ``MAX_WIDTH`` with ``pad`` inches for the colour bar; the shared check and layout of
+    ``attention_heads``, ``spatial_weights`` and ``bias_heads``.
     """
     values = stack.detach().to(dtype).cpu()
     if values.dim() == 2:
@@ -55,9 +61,13 @@ def _panels(stack: torch.Tensor, name: str, expected: str, axes, size: tuple[flo
         raise ValueError(f"{name} must be {expected}, got {tuple(stack.shape)}")
     count = values.shape[0]
     if axes is None:
-        _, axes = plt.subplots(1, count, figsize=(size[0] * count + pad, size[1]), squeeze=False,
-                               layout="constrained")
-        axes = axes[0]
+        columns = min(count, max(1, int((MAX_WIDTH - pad) // size[0])))
+        rows = math.ceil(count / columns)
+        fig, grid = plt.subplots(rows, columns, figsize=(size[0] * columns + pad, size[1] * rows), squeeze=False,
+                                 layout="constrained")
+        for spare in grid.flat[count:]:  # an odd count leaves the last row's last places empty
+            fig.delaxes(spare)
+        axes = grid.flat[:count]
     axes = list(axes) if not isinstance(axes, plt.Axes) else [axes]
     if len(axes) != count:
         raise ValueError(f"need one axes per {unit}: {count} of them, {len(axes)} axes")
@@ -132,9 +142,9 @@ def attention_heads(
 
     Rows are queries (labelled by ``tokens``), columns are keys (``key_tokens``, default ``tokens``).
     All heads share the colour scale [0, 1], so their sharpness can be compared at a glance. Draws
-    into ``axes`` (one per head) or a new row of axes; returns the axes.
+    into ``axes`` (one per head) or a new grid of axes; returns the axes.
     """
-    values, axes = _panels(weights, "weights", "[heads, q_len, k_len] or [q_len, k_len]", axes, (3.2, 3.2), 0.6)
+    values, axes = _panels(weights, "weights", "[heads, q_len, k_len] or [q_len, k_len]", axes, (3.0, 3.0), 0.6)
     heads = values.shape[0]
     key_tokens = tokens if key_tokens is None else key_tokens
     for h, ax in enumerate(axes):
@@ -285,7 +295,7 @@ def spatial_weights(
 
     W is signed, so the colour scale is diverging and symmetric about 0 (white), shared by all
     maps: ``[-vmax, vmax]`` with ``vmax`` the largest ``|W|`` unless given. Draws into ``axes``
-    (one per matrix) or a new row of axes; returns the axes.
+    (one per matrix) or a new grid of axes; returns the axes.
     """
     if isinstance(weights, (list, tuple)):
         weights = torch.stack([torch.as_tensor(w) for w in weights])
@@ -362,7 +372,7 @@ def alibi_slope_grid(head_counts: Sequence[int] = range(1, 17), ax=None, annotat
             for h in range(n):
                 value = grid[row, h].item()
                 ax.text(h, row, f"{value:g}" if value == round(value) else f"{value:.1f}", ha="center",
-                        va="center", fontsize=6, color="white" if value > 4 else "black")
+                        va="center", fontsize=7, color="white" if value > 4 else "black")
     ax.set_xticks(range(width), [str(h) for h in range(width)], fontsize="small")
     ax.set_yticks(range(len(counts)), [str(n) for n in counts], fontsize="small")
     ax.set_xlabel("head h")
