@@ -104,8 +104,8 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / f"{Path(page_path).name}-{width}.png", full_page=True)
 
-        for message in (untypeset_maths(page) + bad_images(page) + too_wide(page) + too_heavy(page_path)
-                        + exercise_views(page)):
+        for message in (untypeset_maths(page) + bad_images(page) + figures_unreadable(page) + too_wide(page)
+                        + too_heavy(page_path) + exercise_views(page)):
             problems.setdefault(message, message)
         page.wait_for_load_state("networkidle")  # what the controls asked for is checked too
     finally:
@@ -204,6 +204,33 @@ def bad_images(page) -> list[str]:
             problems.append(f"image without alt text: {src}")
         if image["broken"]:
             problems.append(f"image that failed to load: {src}")
+    return problems
+
+
+def figures_unreadable(page, least_scale: float = 0.5) -> list[str]:
+    """Every figure opens at full size when tapped (Sphinx links a figure drawn at a given size to
+    its image file: ``html_scaled_image_link``), and none is
+    shrunk to less than half its size to fit the column: a figure drawn 1,300 px wide shows its
+    10-point labels at 3 px on a phone. (The figures are drawn at most about 700 px wide.) And a
+    figure narrowed to fit keeps its shape."""
+    figures = page.evaluate("""() => [...document.querySelectorAll("figure img")]
+        .filter(img => !img.closest(".jupyter-widgets"))
+        .map(img => ({src: img.getAttribute("src"), link: img.closest("a")?.getAttribute("href") || null,
+                      shown: img.getBoundingClientRect().width, shown_height: img.getBoundingClientRect().height,
+                      natural: img.naturalWidth, natural_height: img.naturalHeight}))""")
+    problems = []
+    for figure in figures:
+        if figure["link"] != figure["src"]:
+            problems.append(f"figure {figure['src']} does not open at full size (link {figure['link']})")
+        # The chapters' figures are retina PNGs: twice as many pixels as CSS pixels.
+        natural = figure["natural"] / 2 if figure["src"].endswith(".png") else figure["natural"]
+        shape, drawn_shape = figure["shown_height"] / figure["shown"], figure["natural_height"] / figure["natural"]
+        if abs(shape / drawn_shape - 1) > 0.02:
+            problems.append(f"figure {figure['src']} is distorted: shown {figure['shown']:.0f} × {figure['shown_height']:.0f} px, "
+                            f"drawn {figure['natural']} × {figure['natural_height']} pixels")
+        if natural and figure["shown"] / natural < least_scale:
+            problems.append(f"figure {figure['src']} is shown at {figure['shown'] / natural:.2f} of its size "
+                            f"({natural:.0f} px drawn, {figure['shown']:.0f} px shown)")
     return problems
 
 

@@ -41,9 +41,10 @@ def style(i: int, markers: bool = True) -> dict:
     return looks
 
 
-# The widest a chapter's figure is drawn, in inches (100 CSS pixels each): on a 390-pixel phone,
+# The widest a chapter's figure is drawn, in inches (100 CSS pixels each; the inline backend adds
+# 0.1 in of margin on each side): on a 390-pixel phone,
 # whose text column is about 340 pixels wide, such a figure is shown at half its size or more.
-MAX_WIDTH = 6.8
+MAX_WIDTH = 6.5
 
 
 def _panels(stack: torch.Tensor, name: str, expected: str, axes, size: tuple[float, float], pad: float,
@@ -144,7 +145,7 @@ def attention_heads(
     All heads share the colour scale [0, 1], so their sharpness can be compared at a glance. Draws
     into ``axes`` (one per head) or a new grid of axes; returns the axes.
     """
-    values, axes = _panels(weights, "weights", "[heads, q_len, k_len] or [q_len, k_len]", axes, (3.0, 3.0), 0.6)
+    values, axes = _panels(weights, "weights", "[heads, q_len, k_len] or [q_len, k_len]", axes, (2.9, 2.9), 0.6)
     heads = values.shape[0]
     key_tokens = tokens if key_tokens is None else key_tokens
     for h, ax in enumerate(axes):
@@ -302,7 +303,7 @@ def spatial_weights(
     weights = torch.as_tensor(weights)
     if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(f"weights must be [k, seq, seq] or [seq, seq], got {tuple(weights.shape)}")
-    values, axes = _panels(weights, "weights", "[k, seq, seq] or [seq, seq]", axes, (3.0, 3.0), 0.8, unit="matrix")
+    values, axes = _panels(weights, "weights", "[k, seq, seq] or [seq, seq]", axes, (2.8, 2.8), 0.8, unit="matrix")
     limit = float(values.abs().max()) if vmax is None else float(vmax)
     limit = limit if limit > 0 else 1.0
     for k, ax in enumerate(axes):
