@@ -228,3 +228,34 @@ def test_every_chapter_ends_with_exercises_whose_solutions_run_and_a_next_pointe
         assert working["outputs"] and "nbval-ignore-output" not in working["metadata"].get("tags", [])
     last = cells[-1]
     assert last["cell_type"] == "markdown" and re.match(r"\*\*Next:\*\* \[[^\]]+\]\([\w.]+\.(ipynb|md)\)", text[-1]), text[-1]
+
+
+def reading_path():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reading_path", ROOT / "tools" / "reading_path.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_chapter_reads_in_about_twenty_minutes(notebook):
+    # Prose at 200 words a minute and shown code at 30 lines a minute (tools/reading_path.py):
+    # a chapter that grows past 20 minutes moves detail into an aside, a collapsed cell or a
+    # chapter of its own.
+    _, words, code_lines = reading_path().reading_path(notebook)
+    minutes = words / 200 + code_lines / 30
+    assert minutes <= 20, f"{notebook.name}: about {minutes:.1f} minutes ({words} words, {code_lines} lines of code)"
+
+
+def test_the_reading_path_leaves_out_asides_directives_and_exercises(tmp_path):
+    cells = [{"cell_type": "markdown", "source": "Two words.\n\n:::{admonition} Aside: x\n:class: dropdown\nHidden words here.\n:::\n"
+                                                  "```{literalinclude} ../src/a.py\n:pyobject: f\n```\n"},
+             {"cell_type": "code", "metadata": {}, "source": "a = 1\nb = 2\n"},
+             {"cell_type": "code", "metadata": {"tags": ["hide-input"]}, "source": "hidden = 1\n"},
+             {"cell_type": "markdown", "source": "## Exercises\n\nMany more words that a reader meets later.\n"}]
+    path = tmp_path / "chapter.ipynb"
+    path.write_text(json.dumps({"cells": cells}))
+    _, words, code_lines = reading_path().reading_path(path)
+    assert (words, code_lines) == (2, 2)
