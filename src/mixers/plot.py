@@ -42,8 +42,8 @@ def style(i: int, markers: bool = True) -> dict:
 
 
 # The widest a chapter's figure is drawn, in inches (100 CSS pixels each; the inline backend adds
-# 0.1 in of margin on each side): on a 390-pixel phone,
-# whose text column is about 340 pixels wide, such a figure is shown at half its size or more.
+# 0.1 in of margin on each side): on a 390-pixel phone, whose text column is about 340 pixels
+# wide, such a figure is shown at half its size or more.
 MAX_WIDTH = 6.5
 
 
