@@ -80,3 +80,10 @@ def test_panels_wrap_into_rows_no_wider_than_a_phone_can_show(count):
         tops = [round(ax.get_position().y0, 3) for ax in axes]  # one value per row of panels
         per_row = tops.count(max(tops))
         assert len(set(tops)) == -(-count // per_row)  # full rows, then what is left
+
+
+def test_panel_grid_gives_count_axes_in_rows_that_fit():
+    fig, axes = plot.panel_grid(3, (3.2, 3.0), sharey=True)
+    assert len(axes) == 3 and len(fig.axes) == 3  # the fourth place of the 2 x 2 grid is removed
+    assert fig.get_size_inches()[0] <= plot.MAX_WIDTH
+    assert axes[0].get_position().y0 == axes[1].get_position().y0 > axes[2].get_position().y0

@@ -47,13 +47,29 @@ def style(i: int, markers: bool = True) -> dict:
 MAX_WIDTH = 6.5
 
 
+def panel_grid(count: int, size: tuple[float, float], pad: float = 0.0, **subplots_kwargs):
+    """A new figure of ``count`` panels of ``size`` inches, as many to a row as fit in ``MAX_WIDTH``
+    with ``pad`` inches to spare (for a colour bar); the last row's empty places are removed.
+
+    Returns ``(figure, axes)``, ``axes`` a list of ``count`` Axes in reading order. Extra keyword
+    arguments (``sharey=True``, ...) go to ``plt.subplots``.
+    """
+    columns = min(count, max(1, int((MAX_WIDTH - pad) // size[0])))
+    rows = math.ceil(count / columns)
+    fig, grid = plt.subplots(rows, columns, figsize=(size[0] * columns + pad, size[1] * rows), squeeze=False,
+                             layout="constrained", **subplots_kwargs)
+    for spare in grid.flat[count:]:
+        fig.delaxes(spare)
+    return fig, list(grid.flat[:count])
+
+
 def _panels(stack: torch.Tensor, name: str, expected: str, axes, size: tuple[float, float], pad: float,
             unit: str = "head", dtype: torch.dtype = torch.float32):
     """A ``[n, rows, cols]`` (or ``[rows, cols]``) tensor on the CPU and one Axes per matrix.
 
-    Draws into ``axes`` (one per matrix) or a new grid of ``size``-inch panels, as many to a row as
-    fit in ``MAX_WIDTH`` with ``pad`` inches for the colour bar; the shared check and layout of
-    ``attention_heads``, ``spatial_weights`` and ``bias_heads``.
+    Draws into ``axes`` (one per matrix) or a new ``panel_grid`` of ``size``-inch panels with ``pad``
+    inches for the colour bar; the shared check and layout of ``attention_heads``,
+    ``spatial_weights`` and ``bias_heads``.
     """
     values = stack.detach().to(dtype).cpu()
     if values.dim() == 2:
@@ -62,13 +78,7 @@ def _panels(stack: torch.Tensor, name: str, expected: str, axes, size: tuple[flo
         raise ValueError(f"{name} must be {expected}, got {tuple(stack.shape)}")
     count = values.shape[0]
     if axes is None:
-        columns = min(count, max(1, int((MAX_WIDTH - pad) // size[0])))
-        rows = math.ceil(count / columns)
-        fig, grid = plt.subplots(rows, columns, figsize=(size[0] * columns + pad, size[1] * rows), squeeze=False,
-                                 layout="constrained")
-        for spare in grid.flat[count:]:  # an odd count leaves the last row's last places empty
-            fig.delaxes(spare)
-        axes = grid.flat[:count]
+        _, axes = panel_grid(count, size, pad)
     axes = list(axes) if not isinstance(axes, plt.Axes) else [axes]
     if len(axes) != count:
         raise ValueError(f"need one axes per {unit}: {count} of them, {len(axes)} axes")
