@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from mixers.attention import MultiHeadAttention
 from mixers.positions import (
     LearnedPositions,
+    NoPositions,
     RotaryMultiHeadAttention,
     SinusoidalPositions,
     rotary_embedding,
@@ -277,3 +278,49 @@ def test_the_scaled_sinusoid_starts_at_the_token_embeddings_scale():
     assert torch.equal(scaled, plain * SCALED_SINUSOID_FACTOR)
     assert abs(plain.pow(2).mean().sqrt().item() - 2 ** -0.5) < 1e-6
     assert abs(scaled.pow(2).mean().sqrt().item() - 0.02) < 1e-6  # the token embeddings' init std
+
+
+# ---------------------------------------------------------------------------------------------
+# Every number is checked where it enters: base 0 gave all-zero outputs on SDPA and NaN on the
+# eager path; a negative seq_len cropped the learned table from its end.
+
+BAD_BASES = [(0, ValueError), (-10.0, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
+             ("10000", TypeError), (True, TypeError), (None, TypeError)]
+
+
+@pytest.mark.parametrize("base, error", BAD_BASES)
+def test_a_bad_base_is_refused_naming_it(base, error):
+    x = torch.randn(1, 2, 3, 4)
+    for call in (lambda: rotary_embedding(x, torch.arange(3), base=base),
+                 lambda: RotaryMultiHeadAttention(8, 2, base=base),
+                 lambda: RotaryMultiHeadAttention(8, 2, backend="eager", base=base),
+                 lambda: sinusoidal_table(4, 8, base=base)):
+        with pytest.raises(error, match=r"base must be a positive finite float, got"):
+            call()
+
+
+@pytest.mark.parametrize("build, error, match", [
+    (lambda: SinusoidalPositions(8, scale=float("nan")), ValueError, "scale must be a finite float"),
+    (lambda: SinusoidalPositions(8, scale=float("inf")), ValueError, "scale"),
+    (lambda: SinusoidalPositions(8, scale="1"), TypeError, "scale"),
+    (lambda: SinusoidalPositions(7), ValueError, "d_model must be even"),
+    (lambda: SinusoidalPositions(0), ValueError, "d_model"),
+    (lambda: SinusoidalPositions(8.0), TypeError, "d_model"),
+    (lambda: LearnedPositions(8, max_len=0), ValueError, "max_len"),
+    (lambda: LearnedPositions(8, max_len=4)(-1), ValueError, "seq_len must be a positive int"),
+    (lambda: LearnedPositions(8, max_len=4)(0), ValueError, "seq_len"),
+    (lambda: LearnedPositions(8, max_len=4)(2.0), TypeError, "seq_len"),
+    (lambda: SinusoidalPositions(8)(0), ValueError, "seq_len"),
+    (lambda: NoPositions()(-3), ValueError, "seq_len"),
+])
+def test_bad_position_arguments_are_refused_naming_them(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+def test_valid_bases_and_scales_still_work():
+    torch.testing.assert_close(SinusoidalPositions(8, scale=0.5)(3), 0.5 * sinusoidal_table(3, 8))
+    x = torch.randn(1, 2, 3, 4)
+    torch.testing.assert_close(rotary_embedding(x, torch.arange(3), base=10000),
+                               rotary_embedding(x, torch.arange(3), base=10000.0), atol=0, rtol=0)
+    assert RotaryMultiHeadAttention(8, 2, base=500).base == 500.0

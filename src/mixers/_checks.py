@@ -8,6 +8,7 @@ here too (see ``mixers``): every boolean mask is True where reading is allowed.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import Tensor
@@ -106,3 +107,103 @@ def check_token_mask(mask, batch: int, seq: int, name: str = "token_mask") -> Te
         raise ValueError(f"{name} has a sample with no real token: in this package True marks real tokens "
                          "(the opposite of torch.nn.MultiheadAttention's key_padding_mask); did you pass ~mask?")
     return mask
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers, flags and names: every scalar argument is checked where it enters. A NaN compares
+# False with everything, so ``lr <= 0`` lets it through; a string such as ``"no"`` is truthy, so
+# ``if gated:`` reads it as True. Each check below names the argument and says what is valid.
+
+
+def _real(name: str, value, rule: str) -> float:
+    """``value`` as a float if it is a finite real number (int or float, not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {rule}, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be {rule}, got {value}")
+    return float(value)
+
+
+def check_finite_float(name: str, value) -> float:
+    """Any finite real number."""
+    return _real(name, value, "a finite float")
+
+
+def check_positive_float(name: str, value) -> float:
+    """A finite real number > 0 (a base, a temperature, a learning rate, an epsilon)."""
+    if _real(name, value, "a positive finite float") <= 0:
+        raise ValueError(f"{name} must be a positive finite float, got {value}")
+    return float(value)
+
+
+def check_non_negative_float(name: str, value) -> float:
+    """A finite real number >= 0 (a weight decay, a clipping norm, an initial range)."""
+    if _real(name, value, "a non-negative finite float") < 0:
+        raise ValueError(f"{name} must be a non-negative finite float, got {value}")
+    return float(value)
+
+
+def check_float_in(name: str, value, low: float, high: float, interval: str = "[]") -> float:
+    """A finite real number in the interval from ``low`` to ``high``; ``interval`` gives its two
+    brackets: ``"[]"`` closed, ``"()"`` open, ``"[)"`` or ``"(]"`` half-open."""
+    rule = f"a float in {interval[0]}{low:g}, {high:g}{interval[1]}"
+    value = _real(name, value, rule)
+    above = value >= low if interval[0] == "[" else value > low
+    below = value <= high if interval[1] == "]" else value < high
+    if not (above and below):
+        raise ValueError(f"{name} must be {rule}, got {value:g}")
+    return value
+
+
+def check_non_negative_int(name: str, value) -> int:
+    """An int >= 0 (a bool is not accepted): a count that may be zero, a seed, a step."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a non-negative int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value}")
+    return value
+
+
+def check_int_in(name: str, value, low: int, high: int) -> int:
+    """An int in ``[low, high]`` (a bool is not accepted)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value}")
+    return value
+
+
+def check_bool(name: str, value) -> bool:
+    """True or False itself: ``gated="no"`` is truthy, and would silently mean True."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
+    return value
+
+
+def check_flags(**flags) -> None:
+    """``check_bool`` for each keyword: ``check_flags(gated=gated, fused=fused)``."""
+    for name, value in flags.items():
+        check_bool(name, value)
+
+
+def check_choice(name: str, value, choices) -> str:
+    """One of ``choices`` (names compared as they are: ``"ReLU"`` is not ``"relu"``)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
+
+
+def check_token_ids(ids, name: str, vocab_size: int, expected: str = "[batch, seq]") -> Tensor:
+    """An int64 tensor of shape ``expected`` (2-d, at least one position) whose every id lies in
+    ``[0, vocab_size)``: an id past the embedding table would fail deep inside torch, or on a GPU
+    as an asynchronous device assert. One ``aminmax`` pass, one host synchronisation."""
+    if not isinstance(ids, Tensor) or ids.dtype != torch.long:
+        got = ids.dtype if isinstance(ids, Tensor) else type(ids).__name__
+        raise TypeError(f"{name} must be an int64 tensor {expected}, got {got}")
+    if ids.dim() != 2 or ids.shape[1] == 0:
+        raise ValueError(f"{name} must have shape {expected} with seq >= 1, got {tuple(ids.shape)}")
+    low, high = (int(v) for v in torch.aminmax(ids)) if ids.numel() else (0, 0)
+    if low < 0 or high >= vocab_size:
+        raise ValueError(f"{name} holds token ids in [{low}, {high}], outside the vocabulary [0, {vocab_size}) "
+                         f"(vocab_size={vocab_size}): was the model built for another tokenizer?")
+    return ids

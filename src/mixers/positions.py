@@ -17,7 +17,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_positive_int
+from ._checks import check_even, check_finite_float, check_positive_float, check_positive_int
 from .attention import MultiHeadAttention
 
 __all__ = ["sinusoidal_table", "NoPositions", "SinusoidalPositions", "LearnedPositions", "POSITION_SCHEMES",
@@ -28,9 +28,11 @@ def sinusoidal_table(seq_len: int, d_model: int, base: float = 10000.0) -> torch
     """The fixed sin/cos table of "Attention Is All You Need": ``[seq_len, d_model]``.
 
     Channel pair ``(2i, 2i+1)`` holds ``sin, cos`` of ``pos / base^(2i/d_model)``:
-    wavelengths from ``2π`` to ``2π·base``, so any length can be encoded.
+    wavelengths from ``2π`` to ``2π·base``, so any length can be encoded. ``base`` is a positive
+    finite float (0 would make every frequency infinite).
     """
     check_positive_int("seq_len", seq_len)
+    check_positive_float("base", base)
     if check_positive_int("d_model", d_model) % 2:
         raise ValueError(f"d_model must be even for sinusoidal positions, got {d_model}")
     position = torch.arange(seq_len, dtype=torch.float32)[:, None]
@@ -45,16 +47,20 @@ class NoPositions(nn.Module):
     """No positional information at all (a causal model still infers order)."""
 
     def forward(self, seq_len: int) -> None:
+        check_positive_int("seq_len", seq_len)
         return None
 
 
 class SinusoidalPositions(nn.Module):
-    """Fixed sinusoidal positions, computed for whatever length arrives, times ``scale``."""
+    """Fixed sinusoidal positions, computed for whatever length arrives, times ``scale``.
+
+    ``d_model`` is a positive even int (sin and cos halves); ``scale`` a finite float.
+    """
 
     def __init__(self, d_model: int, scale: float = 1.0):
         super().__init__()
-        self.d_model = d_model
-        self.scale = scale
+        self.d_model = check_even("d_model", d_model)
+        self.scale = check_finite_float("scale", scale)
 
     def forward(self, seq_len: int) -> torch.Tensor:
         table = sinusoidal_table(seq_len, self.d_model)
@@ -79,6 +85,7 @@ class LearnedPositions(nn.Module):
         nn.init.normal_(self.table.weight, std=0.02)
 
     def forward(self, seq_len: int) -> torch.Tensor:
+        check_positive_int("seq_len", seq_len)
         if seq_len > self.max_len:
             raise ValueError(
                 f"learned positions have {self.max_len} rows; a sequence of {seq_len} tokens "
@@ -115,6 +122,7 @@ def rotary_embedding(q_or_k: Tensor, positions: Tensor, base: float = 10000.0) -
     q_or_k: ``[batch, heads, seq, d_head]`` (any ``[..., seq, d_head]``), d_head even.
     positions: ``[seq]``, or ``[batch, seq]`` for a 4-d input (per-sample positions, e.g. with
     padding); int or float.
+    base: a positive finite float, the slowest wavelength over 2π.
     Returns the rotated tensor, same shape and dtype.
 
     Pairs are *interleaved*, channels ``(2i, 2i+1)`` as in the RoFormer paper and in
@@ -147,6 +155,7 @@ def rotary_embedding(q_or_k: Tensor, positions: Tensor, base: float = 10000.0) -
     else:
         raise ValueError(f"positions must have shape [seq={seq}] or [batch={q_or_k.shape[0]}, seq={seq}] "
                          f"(the latter for a 4-d q_or_k), got {tuple(positions.shape)}")
+    check_positive_float("base", base)  # base 0: infinite angles, NaN or zeros out
     d_head = q_or_k.shape[-1]
     # Angles in at least float32: float16 spaces numbers 1 apart near 2000, so p · θ there would be
     # off by up to half a radian.
@@ -169,7 +178,8 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     key j is rotated to position j and query i to ``k_len - q_len + i`` (the base class's offset
     convention), so calling it with the last q_len tokens as the query and every token so far as
     key and value gives the last rows of the full pass (incremental decoding).
-    d_head = d_model / n_heads must be even; ``base`` sets the slowest wavelength (``2π·base``).
+    d_head = d_model / n_heads must be even; ``base``, a positive finite float, sets the slowest
+    wavelength (``2π·base``).
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
@@ -181,7 +191,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         if self.d_head % 2:
             raise ValueError(f"rotary embeddings rotate channel pairs: d_head = d_model / n_heads must be even, "
                              f"got d_model={d_model}, n_heads={n_heads}, d_head={self.d_head}")
-        self.base = base
+        self.base = check_positive_float("base", base)
 
     def transform_qk(self, q: Tensor, k: Tensor, q_offset: int) -> tuple[Tensor, Tensor]:
         q_positions = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
