@@ -39,12 +39,15 @@ def gelu(x):
 
 
 def sgu_loop(sgu, z, token_mask=None, gate_residual=None):
-    """Z1[i] * (sum over visible keys j of W[i, j] norm(Z2)[j] + b[i] (+ residual)), by loops."""
+    """Z1[i] * (sum over visible keys j of W[i, j] norm(Z2)[j] + b[i] (+ residual)), by loops; 0 at
+    a padded position i."""
     batch, seq, d_z = z.shape
     half = d_z // 2
     out = torch.zeros(batch, seq, half)
     for b in range(batch):
         for i in range(seq):
+            if token_mask is not None and not token_mask[b, i]:
+                continue
             gate = sgu.bias[i].clone().expand(half).clone()
             for j in range(seq):
                 if sgu.causal and j > i:
@@ -71,7 +74,10 @@ def sgu_formula(sgu, z, n=None):
 
 
 def attention_formula(attn, x, token_mask=None):
-    """softmax(q kᵀ / √d_attn) v, then proj; padded/future keys skipped; an empty row gives 0 before proj."""
+    """softmax(q kᵀ / √d_attn) v, then proj; padded/future keys skipped; an empty row gives 0 before proj.
+    A padded query reads from a zero input (the module zeroes padding on entry)."""
+    if token_mask is not None:
+        x = x * token_mask[:, :, None]  # finite x here
     q, k, v = (x @ attn.qkv.weight.T + attn.qkv.bias).split(attn.d_attn, dim=-1)
     scores = q @ k.transpose(1, 2) / math.sqrt(attn.d_attn)
     seq = x.shape[1]
@@ -470,3 +476,105 @@ def test_toeplitz_measures_reject_non_square_weights(bad, error):
     for fn in (toeplitz_score, diagonal_means):
         with pytest.raises(error, match="weight"):
             fn(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# A padded token is never read: inf or NaN at padded positions reaches no real output and no
+# gradient. (A masked key's zero weight is not enough: 0 · NaN = NaN, and a per-position layer's
+# weight gradient sums over padded positions too.)
+
+PADDING_MODULES = {
+    "tiny_attention": lambda causal: TinyAttention(6, 4, d_attn=3, causal=causal),
+    **MODULES,
+}
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("name", PADDING_MODULES)
+def test_nan_and_inf_padding_reach_no_real_output_and_no_gradient(name, causal, bad):
+    module = randomise(PADDING_MODULES[name](causal))
+    x = torch.randn(2, 5, module.d_z if isinstance(module, SpatialGatingUnit) else 6)
+    poisoned = torch.where(MASK[:, :, None], x, bad).requires_grad_(True)
+    out = module(poisoned, MASK)
+    with torch.no_grad():
+        finite_padding = module(x, MASK)
+    torch.testing.assert_close(out[MASK], finite_padding[MASK], rtol=1e-12, atol=1e-12)
+    assert torch.isfinite(out[MASK]).all()
+    out[MASK].square().sum().backward()
+    assert torch.isfinite(poisoned.grad).all() and torch.all(poisoned.grad[~MASK] == 0)
+    for parameter_name, parameter in module.named_parameters():
+        assert parameter.grad is not None and torch.isfinite(parameter.grad).all(), parameter_name
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sgu_nan_padding_with_a_gate_residual(causal):
+    sgu = randomise(SpatialGatingUnit(6, 5, causal=causal))
+    z, residual = torch.randn(2, 5, 6), torch.randn(2, 5, 3, requires_grad=True)
+    poisoned = torch.where(MASK[:, :, None], z, float("nan")).requires_grad_(True)
+    out = sgu(poisoned, MASK, residual)
+    torch.testing.assert_close(out[MASK], sgu_loop(sgu, z, MASK, residual)[MASK], rtol=1e-10, atol=1e-10)
+    out[MASK].sum().backward()
+    assert torch.isfinite(poisoned.grad).all() and torch.isfinite(residual.grad).all()
+    assert torch.isfinite(sgu.weight.grad).all() and torch.isfinite(sgu.norm.weight.grad).all()
+
+
+def test_a_model_of_stacked_blocks_with_nan_padding_trains_on_its_real_tokens():
+    blocks = torch.nn.Sequential(*(randomise(GMLPBlock(6, 8, 5, causal=True, tiny_attention=True, d_attn=4))
+                                   for _ in range(2)))
+    x = torch.where(MASK[:, :, None], torch.randn(2, 5, 6), float("nan"))
+    h = x
+    for block in blocks:
+        h = block(h, MASK)
+    h[MASK].sum().backward()
+    assert torch.isfinite(h[MASK]).all()
+    assert all(torch.isfinite(p.grad).all() for p in blocks.parameters())
+
+
+# ---------------------------------------------------------------------------------------------
+# Every number and flag is checked where it enters (eps=-1 gave NaN; causal="no" and
+# tiny_attention="no" are truthy strings that silently meant True).
+
+
+@pytest.mark.parametrize("build, error, match", [
+    (lambda: SpatialGatingUnit(4, 4, eps=-1), ValueError, "eps must be a positive finite float, got -1"),
+    (lambda: SpatialGatingUnit(4, 4, eps=0), ValueError, "eps"),
+    (lambda: SpatialGatingUnit(4, 4, eps=float("nan")), ValueError, "eps"),
+    (lambda: SpatialGatingUnit(4, 4, eps="1e-5"), TypeError, "eps"),
+    (lambda: SpatialGatingUnit(4, 4, init_scale=float("inf")), ValueError, "init_scale must be a non-negative"),
+    (lambda: SpatialGatingUnit(4, 4, init_scale=float("nan")), ValueError, "init_scale"),
+    (lambda: SpatialGatingUnit(4, 4, init_scale=True), TypeError, "init_scale"),
+    (lambda: SpatialGatingUnit(4, 4, causal="no"), TypeError, "causal must be a bool"),
+    (lambda: SpatialGatingUnit(4, 4, causal=1), TypeError, "causal"),
+    (lambda: SpatialGatingUnit(4, 4.0), TypeError, "seq_len"),
+    (lambda: TinyAttention(8, 4, causal="no"), TypeError, "causal must be a bool"),
+    (lambda: TinyAttention(8, 0), ValueError, "d_out"),
+    (lambda: TinyAttention(True, 4), TypeError, "d_in"),
+    (lambda: GatedMLP(8, 16, 4, causal="no"), TypeError, "causal"),
+    (lambda: GatedMLP(8, 16, 4, tiny_attention="no"), TypeError, "tiny_attention must be a bool"),
+    (lambda: GatedMLP(8, 16, 4, tiny_attention=1), TypeError, "tiny_attention"),
+    (lambda: GatedMLP(8, 16, 4, d_attn=0), ValueError, "d_attn"),
+    (lambda: GatedMLP(8, 16, 4, d_attn=-4, tiny_attention=False), ValueError, "d_attn"),
+    (lambda: GatedMLP(0, 16, 4), ValueError, "d_model"),
+    (lambda: GatedMLP(8, 16, 0), ValueError, "seq_len"),
+    (lambda: GMLPBlock(0, 16, 4), ValueError, "d_model"),
+    (lambda: GMLPBlock(8.0, 16, 4), TypeError, "d_model"),
+    (lambda: GMLPBlock(8, 16, 4, tiny_attention="yes"), TypeError, "tiny_attention"),
+    (lambda: GMLPBlock(8, 16, 4, dropout=float("nan")), ValueError, "dropout"),
+    (lambda: gmlp_param_count(8, 16, 4, tiny_attention="no"), TypeError, "tiny_attention"),
+    (lambda: gmlp_param_count(8, 16, 4, d_attn=0), ValueError, "d_attn"),
+    (lambda: diagonal_means(torch.randn(3, 3), causal="no"), TypeError, "causal must be a bool"),
+    (lambda: toeplitz_score(torch.randn(3, 3), causal=None), TypeError, "causal"),
+    (lambda: SpatialGatingUnit(4, 4).spatial_weight(0), ValueError, "seq_len"),
+])
+def test_bad_numbers_and_flags_are_refused_naming_them(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+def test_token_mask_is_checked_before_it_is_used():
+    block = GMLPBlock(6, 8, 5)
+    with pytest.raises(ValueError, match=r"token_mask must have shape \[batch, seq\]"):
+        block(torch.randn(2, 5, 6), torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="token_mask must be a bool"):
+        block.mlp(torch.randn(2, 5, 6), torch.ones(2, 5))

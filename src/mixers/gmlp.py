@@ -34,7 +34,8 @@ triangle) that the Toeplitz matrix T[i, j] = m_{i-j} explains:
 import torch
 from torch import nn
 
-from ._checks import check_dropout, check_even, check_positive_int, check_tensor, check_token_mask
+from ._checks import (check_bool, check_dropout, check_even, check_non_negative_float, check_positive_float,
+                      check_positive_int, check_tensor, check_token_mask)
 from .attention import fused_attention
 
 __all__ = ["SpatialGatingUnit", "TinyAttention", "GatedMLP", "GMLPBlock", "gmlp_param_count",
@@ -48,17 +49,18 @@ class SpatialGatingUnit(nn.Module):
     d_z/2 channels; W [seq_len, seq_len] and b [seq_len] act along the sequence (see the module
     docstring). W ~ uniform(-init_scale, init_scale), b = 1, so s(Z) ≈ Z1 at initialisation.
     causal=True multiplies W by the lower-triangular buffer `mask` [seq_len, seq_len] (j ≤ i).
+    d_z: a positive even int; seq_len: a positive int; causal: a bool; init_scale: a non-negative
+    finite float; eps (the LayerNorm's): a positive finite float.
     """
 
     def __init__(self, d_z, seq_len, causal=False, init_scale=0.01, eps=1e-5):
         super().__init__()
         check_even("d_z", d_z)
         check_positive_int("seq_len", seq_len)
-        if isinstance(init_scale, bool) or not isinstance(init_scale, (int, float)):
-            raise TypeError(f"init_scale must be a non-negative float, got {init_scale!r}")
-        if init_scale < 0:
-            raise ValueError(f"init_scale must be a non-negative float, got {init_scale}")
-        self.d_z, self.seq_len, self.causal = d_z, seq_len, bool(causal)
+        check_bool("causal", causal)
+        check_non_negative_float("init_scale", init_scale)
+        check_positive_float("eps", eps)  # eps <= 0: sqrt(var + eps) is 0 or NaN for a near-constant row
+        self.d_z, self.seq_len, self.causal = d_z, seq_len, causal
         self.norm = nn.LayerNorm(d_z // 2, eps=eps)
         # Near-zero W and unit b: f(Z2) ≈ 1, so the unit passes Z1 through and the block starts
         # as a per-position FFN. The paper notes this matters for stable early training.
@@ -81,10 +83,9 @@ class SpatialGatingUnit(nn.Module):
         """z [batch, seq, d_z] -> [batch, seq, d_z/2], with 1 ≤ seq ≤ seq_len.
 
         token_mask: bool [batch, seq], True = real token, False = padding. A padded position j
-        contributes nothing to any output: its norm(Z2)[j] is zeroed before W, i.e. column j of
-        W is dropped for that sample. The output AT a padded position i is still computed by the
-        same formula, Z1[i] ⊙ (Σ_{real j} W[i, j] norm(Z2)[j] + b[i]): finite for finite input,
-        and meaningless — ignore it downstream.
+        contributes nothing to any output, whatever it holds (inf and NaN included): Z[j] is zeroed
+        on entry and norm(Z2)[j] before W, i.e. column j of W is dropped for that sample. The
+        output AT a padded position is 0 (its Z1 is zeroed; for a finite gate_residual): ignore it.
         gate_residual: [batch, seq, d_z/2] added to the gate before the product (aMLP's attention).
         """
         check_tensor(z, "z", f"[batch, seq, d_z={self.d_z}]", ndim=3, width=self.d_z)
@@ -97,11 +98,10 @@ class SpatialGatingUnit(nn.Module):
             if gate_residual.shape[:2] != (batch, seq):
                 raise ValueError(f"gate_residual must have shape {expected}, got {tuple(gate_residual.shape)}")
         weight = self.spatial_weight(seq)  # raises if seq > seq_len
-        z1, z2 = z.chunk(2, dim=-1)  # [batch, seq, d_z/2] each
+        z1, z2 = _zero_padding(z, token_mask).chunk(2, dim=-1)  # [batch, seq, d_z/2] each
         z2 = self.norm(z2)
         if token_mask is not None:
-            # masked_fill, not a product: an inf/NaN in a padded slot must not reach W (0 * inf = NaN)
-            z2 = z2.masked_fill(~token_mask[:, :, None], 0.0)
+            z2 = z2.masked_fill(~token_mask[:, :, None], 0.0)  # the norm's shift too: column j of W dropped
         gate = weight @ z2 + self.bias[:seq, None]  # [seq, seq] @ [batch, seq, d_z/2]: mixes positions
         if gate_residual is not None:
             gate = gate + gate_residual
@@ -115,27 +115,31 @@ class TinyAttention(nn.Module):
     """aMLP's single-head attention: x [batch, seq, d_in] -> [batch, seq, d_out].
 
     q, k, v = x W_qkv (each [batch, seq, d_attn]); out = softmax(q kᵀ / √d_attn) v W_out.
-    Submodules `qkv` = Linear(d_in, 3·d_attn) and `proj` = Linear(d_attn, d_out).
+    Submodules `qkv` = Linear(d_in, 3·d_attn) and `proj` = Linear(d_attn, d_out). d_in, d_out,
+    d_attn: positive ints; causal: a bool.
     """
 
     def __init__(self, d_in, d_out, d_attn=64, causal=False):
         super().__init__()
         for name, value in (("d_in", d_in), ("d_out", d_out), ("d_attn", d_attn)):
             check_positive_int(name, value)
-        self.d_in, self.d_out, self.d_attn, self.causal = d_in, d_out, d_attn, bool(causal)
+        self.d_in, self.d_out, self.d_attn, self.causal = d_in, d_out, d_attn, check_bool("causal", causal)
         self.qkv = nn.Linear(d_in, 3 * d_attn)
         self.proj = nn.Linear(d_attn, d_out)
 
     def forward(self, x, token_mask=None):
         """x [batch, seq, d_in] -> [batch, seq, d_out]; token_mask bool [batch, seq], True = real token.
 
-        Padded keys get zero weight. A query that may attend to no key at all (under causality,
-        a padded prefix) outputs proj's bias alone instead of softmax over nothing = NaN.
+        Padded keys get zero weight, and padded inputs are zeroed on entry, so that an inf or NaN
+        there reaches no real output and no gradient (a zero weight times NaN is NaN). A query that
+        may attend to no key at all (under causality, a padded prefix) outputs proj's bias alone
+        instead of softmax over nothing = NaN.
         """
         check_tensor(x, "x", f"[batch, seq, d_in={self.d_in}]", ndim=3, width=self.d_in)
         batch, seq, _ = x.shape
         if token_mask is not None:
             check_token_mask(token_mask, batch, seq)
+        x = _zero_padding(x, token_mask)
         q, k, v = self.qkv(x).chunk(3, dim=-1)  # [batch, seq, d_attn] each; SDPA scales by 1/√d_attn
         if token_mask is None:
             out = fused_attention(q, k, v, is_causal=self.causal)
@@ -163,13 +167,16 @@ class GatedMLP(nn.Module):
     (aMLP) `attention` = TinyAttention(d_model, d_ffn/2), whose output on x joins the gate:
     Z̃ = Z1 ⊙ (W norm(Z2) + b + attention(x)). `dropout` applies to Z̃ while training, as a
     feed-forward's dropout does to its hidden layer. This is the token mixer "gmlp"/"amlp" of
-    the model.
+    the model. d_model, seq_len, d_attn: positive ints; d_ffn: a positive even int; causal,
+    tiny_attention: bools; dropout: a probability in [0, 1).
     """
 
     def __init__(self, d_model, d_ffn, seq_len, causal=False, tiny_attention=False, d_attn=64, dropout=0.0):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_even("d_ffn", d_ffn)
+        check_bool("tiny_attention", tiny_attention)
+        check_positive_int("d_attn", d_attn)  # also when unused: a bad value is a mistake either way
         self.d_model, self.d_ffn = d_model, d_ffn
         self.proj_in = nn.Linear(d_model, d_ffn)
         self.activation = nn.GELU()  # exact erf form, as in the paper
@@ -179,8 +186,14 @@ class GatedMLP(nn.Module):
         self.dropout = nn.Dropout(check_dropout(dropout))
 
     def forward(self, x, token_mask=None):
-        """x [batch, seq, d_model] -> [batch, seq, d_model]; token_mask bool [batch, seq], True = real token."""
+        """x [batch, seq, d_model] -> [batch, seq, d_model]; token_mask bool [batch, seq], True = real token.
+
+        Padded positions are zeroed on entry: whatever they hold reaches no real output and no gradient.
+        """
         check_tensor(x, "x", f"[batch, seq, d_model={self.d_model}]", ndim=3, width=self.d_model)
+        if token_mask is not None:
+            check_token_mask(token_mask, *x.shape[:2])
+        x = _zero_padding(x, token_mask)
         gate_residual = self.attention(x, token_mask) if self.attention is not None else None
         z = self.activation(self.proj_in(x))  # [batch, seq, d_ffn]
         z = self.sgu(z, token_mask, gate_residual)  # [batch, seq, d_ffn/2]
@@ -194,22 +207,40 @@ class GMLPBlock(nn.Module):
     x + token_mixer(norm(x)), then x + channel_mixer(norm(x)). Its registry pairs the token mixer
     "gmlp" (GatedMLP; "amlp" with tiny attention) with the channel mixer "none", which drops the
     second sub-layer — so that Block is exactly this GMLPBlock: as in the paper, the gMLP block
-    replaces both the attention and the FFN sub-layers.
+    replaces both the attention and the FFN sub-layers. The arguments are GatedMLP's.
     """
 
     def __init__(self, d_model, d_ffn, seq_len, causal=False, tiny_attention=False, d_attn=64, dropout=0.0):
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = nn.LayerNorm(check_positive_int("d_model", d_model))
         self.mlp = GatedMLP(d_model, d_ffn, seq_len, causal, tiny_attention, d_attn, dropout)
 
     def forward(self, x, token_mask=None):
-        """x [batch, seq, d_model] -> [batch, seq, d_model]; token_mask bool [batch, seq], True = real token."""
+        """x [batch, seq, d_model] -> [batch, seq, d_model]; token_mask bool [batch, seq], True = real token.
+
+        Padded positions are zeroed on entry (their outputs are meaningless): whatever they hold,
+        inf and NaN included, reaches no real output and no gradient.
+        """
         check_tensor(x, "x", f"[batch, seq, d_model={self.mlp.d_model}]", ndim=3, width=self.mlp.d_model)
+        if token_mask is not None:
+            check_token_mask(token_mask, *x.shape[:2])
+        x = _zero_padding(x, token_mask)
         return x + self.mlp(self.norm(x), token_mask)
+
+
+def _zero_padding(x, token_mask):
+    """x [batch, seq, ...] with its padded positions (token_mask False) set to 0; x itself without a mask.
+
+    torch.where, not a product: 0 · inf is NaN. And not only for the layers that mix positions: a
+    per-position layer's weight gradient sums over every position, so a NaN left at a padded
+    position would reach it as 0 · NaN = NaN even though no real output read that position.
+    """
+    return x if token_mask is None else torch.where(token_mask[:, :, None], x, 0.0)
 
 
 def gmlp_param_count(d_model, d_ffn, seq_len, tiny_attention=False, d_attn=64):
     """Parameters of `GMLPBlock(d_model, d_ffn, seq_len, tiny_attention=..., d_attn=...)`."""
+    check_bool("tiny_attention", tiny_attention)
     check_positive_int("d_model", d_model)
     check_even("d_ffn", d_ffn)
     check_positive_int("seq_len", seq_len)
@@ -239,6 +270,7 @@ def _diagonals(weight, causal):
     offset = i - j, shifted by n - 1 when not causal so that it indexes from 0.
     """
     _check_square(weight)
+    check_bool("causal", causal)
     n = weight.shape[0]
     w = weight.detach().to(torch.float64)
     positions = torch.arange(n, device=w.device)
