@@ -385,3 +385,42 @@ def test_fuse_needs_a_gated_feed_forward():
     # the factory's fused=True fuses only where there is something to fuse
     assert not feed_forward_variant("relu", D_MODEL, fused=True).fused
     assert feed_forward_variant("geglu", D_MODEL, fused=True).fused
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags are real bools: gated="no" is a truthy string, and built a gated FFN.
+
+FLAGS = ["gated", "gate_bias", "up_bias", "down_bias", "fused"]
+
+
+@pytest.mark.parametrize("value", ["no", "False", 0, 1, None, 1.0])
+@pytest.mark.parametrize("flag", FLAGS)
+def test_feed_forward_flags_must_be_bools(flag, value):
+    with pytest.raises(TypeError, match=f"{flag} must be a bool"):
+        FeedForward(D_MODEL, D_FF, **{flag: value})
+
+
+@pytest.mark.parametrize("call, flag", [
+    (lambda: matched_hidden_size(D_FF, "no"), "gated"),
+    (lambda: matched_hidden_size(D_FF, 1), "gated"),
+    (lambda: feed_forward_param_count(D_MODEL, D_FF, gated="yes"), "gated"),
+    (lambda: feed_forward_param_count(D_MODEL, D_FF, gated=False, up_bias=2), "up_bias"),
+    (lambda: feed_forward_param_count(D_MODEL, D_FF, gated=True, gate_bias=None), "gate_bias"),
+    (lambda: feed_forward_param_count(D_MODEL, D_FF, gated=True, down_bias="no"), "down_bias"),
+    (lambda: feed_forward_variant("swiglu", D_MODEL, bias="no"), "bias"),
+    (lambda: feed_forward_variant("swiglu", D_MODEL, fused=1), "fused"),
+    (lambda: feed_forward_variant("swiglu", D_MODEL, match_params="no"), "match_params"),
+])
+def test_helper_flags_must_be_bools(call, flag):
+    with pytest.raises(TypeError, match=f"{flag} must be a bool"):
+        call()
+
+
+def test_an_activation_class_instead_of_a_module_is_refused():
+    with pytest.raises(TypeError, match=r"activation .*class GELU: pass GELU\(\)"):
+        FeedForward(D_MODEL, D_FF, activation=torch.nn.GELU)
+    # a module and a function are accepted
+    x = torch.randn(2, 3, D_MODEL)
+    module = FeedForward(D_MODEL, D_FF, activation=torch.nn.GELU())
+    function = FeedForward(D_MODEL, D_FF, activation=torch.relu)
+    assert module(x).shape == function(x).shape == x.shape

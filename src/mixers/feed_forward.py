@@ -42,7 +42,7 @@ import copy
 import torch
 from torch import nn
 
-from ._checks import check_dropout, check_positive_int
+from ._checks import check_bool, check_dropout, check_flags, check_positive_int
 
 __all__ = ["ACTIVATIONS", "VARIANTS", "FeedForward", "fuse", "unfuse", "matched_hidden_size",
            "feed_forward_param_count", "feed_forward_variant"]
@@ -77,6 +77,9 @@ def _make_activation(activation):
         return ACTIVATIONS[activation]()
     if not callable(activation):
         raise TypeError(f"activation must be a name in {list(ACTIVATIONS)} or a callable, got {activation!r}")
+    if isinstance(activation, type):  # nn.ReLU, not nn.ReLU(): calling it on a tensor builds a module
+        raise TypeError(f"activation must be a module or function, got the class {activation.__name__}: "
+                        f"pass {activation.__name__}()")
     return activation
 
 
@@ -94,7 +97,8 @@ class FeedForward(nn.Module):
     `fused=True` (gated only) holds W and V stacked in one `gate_up_proj` = Linear(d_model,
     2 * d_ff): one matmul instead of two; the first half of its output is the gate, the second
     half the linear branch. It then needs `gate_bias == up_bias`, since one Linear has one bias
-    switch. `activation` is a name in `ACTIVATIONS` or any callable on tensors.
+    switch. `activation` is a name in `ACTIVATIONS` or any callable on tensors (a module or a
+    function); d_model and d_ff are positive ints, `gated`, `fused` and the `*_bias` flags bools.
     """
 
     def __init__(self, d_model, d_ff, activation="relu", gated=False, dropout=0.0,
@@ -103,6 +107,7 @@ class FeedForward(nn.Module):
         check_positive_int("d_model", d_model)
         check_positive_int("d_ff", d_ff)
         check_dropout(dropout)
+        check_flags(gated=gated, gate_bias=gate_bias, up_bias=up_bias, down_bias=down_bias, fused=fused)
         if fused and not gated:
             raise ValueError("fused=True needs gated=True: only a gated FFN has two input projections to fuse")
         if fused and gate_bias != up_bias:
@@ -190,6 +195,7 @@ def matched_hidden_size(d_ff, gated):
     512 -> 341. Ungated: `d_ff` unchanged.
     """
     check_positive_int("d_ff", d_ff)
+    check_bool("gated", gated)
     return max(1, round(2 * d_ff / 3)) if gated else d_ff
 
 
@@ -197,6 +203,7 @@ def feed_forward_param_count(d_model, d_ff, gated, gate_bias=True, up_bias=True,
     """Parameters of `FeedForward(d_model, d_ff, gated=..., *_bias=...)`: [W, b], W1/V, b1/c, W2, b2."""
     check_positive_int("d_model", d_model)
     check_positive_int("d_ff", d_ff)
+    check_flags(gated=gated, gate_bias=gate_bias, up_bias=up_bias, down_bias=down_bias)
     count = d_model * d_ff + d_ff * up_bias  # up_proj: W1, b1 (ungated) or V, c (gated)
     if gated:
         count += d_model * d_ff + d_ff * gate_bias  # gate_proj: W, b
@@ -215,6 +222,7 @@ def feed_forward_variant(name, d_model, d_ff=None, *, match_params=True, dropout
     if name not in VARIANTS:
         raise ValueError(f"name must be one of {list(VARIANTS)}, got {name!r}")
     check_positive_int("d_model", d_model)
+    check_flags(match_params=match_params, bias=bias, fused=fused)
     activation, gated = VARIANTS[name]
     if d_ff is None:
         d_ff = 4 * d_model
