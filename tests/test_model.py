@@ -526,13 +526,108 @@ def test_generate_seeded_is_reproducible():
     assert not torch.equal(a, c)
 
 
-@pytest.mark.parametrize("temperature", [0.0, -1.0])
+@pytest.mark.parametrize("temperature", [0.0, -1.0, float("nan"), float("inf")])
 def test_generate_rejects_non_positive_temperature(temperature):
-    with pytest.raises(ValueError, match="temperature must be > 0"):
+    with pytest.raises(ValueError, match="temperature must be a positive finite float"):
         tiny_model().generate(random_ids(1, 3), 2, temperature=temperature)
 
 
 @pytest.mark.parametrize("top_k", [0, -2, VOCAB + 1])
 def test_generate_rejects_bad_top_k(top_k):
-    with pytest.raises(ValueError, match=rf"top_k must lie in \[1, {VOCAB}\]"):
+    with pytest.raises(ValueError, match=rf"top_k must be an int in \[1, {VOCAB}\], got {top_k}"):
         tiny_model().generate(random_ids(1, 3), 2, top_k=top_k)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(max_new_tokens=-1), ValueError, "max_new_tokens must be a non-negative int, got -1"),
+    (dict(max_new_tokens=2.0), TypeError, "max_new_tokens"),
+    (dict(max_new_tokens=True), TypeError, "max_new_tokens"),
+    (dict(max_new_tokens=2, temperature="1"), TypeError, "temperature"),
+    (dict(max_new_tokens=2, top_k=3.0), TypeError, "top_k"),
+    (dict(max_new_tokens=2, top_k=True), TypeError, "top_k"),
+])
+def test_generate_rejects_bad_numbers_naming_them(kwargs, error, match):
+    """max_new_tokens=-1 returned the prompt as if all were well."""
+    with pytest.raises(error, match=match):
+        tiny_model().generate(random_ids(1, 3), **kwargs)
+
+
+def test_generate_checks_the_prompt_even_when_adding_nothing():
+    with pytest.raises(ValueError, match=rf"idx holds token ids in \[1, {VOCAB}\]"):
+        tiny_model().generate(torch.tensor([[1, VOCAB]]), 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Token ids outside the vocabulary: an IndexError deep inside torch before (on a GPU, a device assert).
+
+
+@pytest.mark.parametrize("bad", [VOCAB, VOCAB + 7, -1])
+def test_forward_refuses_ids_outside_the_vocabulary_naming_idx_and_vocab_size(bad):
+    model = tiny_model()
+    ids = random_ids(2, 8)
+    ids[1, 3] = bad
+    with pytest.raises(ValueError, match=rf"idx holds token ids in \[-?\d+, \d+\], outside the vocabulary "
+                                         rf"\[0, {VOCAB}\) \(vocab_size={VOCAB}\)"):
+        model(ids)
+    with pytest.raises(ValueError, match=rf"targets holds token ids .* \(vocab_size={VOCAB}\)"):
+        model(random_ids(2, 8), ids)
+
+
+def test_forward_refuses_float_targets():
+    with pytest.raises(TypeError, match="targets must be an int64 tensor"):
+        tiny_model()(random_ids(2, 8), random_ids(2, 8).float())
+
+
+def test_a_model_smaller_than_the_data_s_vocabulary_is_refused_at_the_first_batch():
+    model = tiny_model(vocab_size=10)
+    with pytest.raises(ValueError, match=r"vocab_size=10"):
+        model(random_ids(2, 8))
+
+
+def test_every_valid_id_is_accepted():
+    model = tiny_model()
+    ids = torch.tensor([[0, VOCAB - 1, 5]])
+    logits, loss = model(ids, ids)
+    assert logits.shape == (1, 3, VOCAB) and torch.isfinite(loss)
+
+
+# ---------------------------------------------------------------------------------------------
+# Options a mixer does not read are refused, naming them, rather than silently ignored.
+
+
+@pytest.mark.parametrize("token_mixer", ["gmlp", "amlp"])
+def test_attention_scale_with_a_mixer_that_has_no_attention_scores_is_refused(token_mixer):
+    with pytest.raises(ValueError, match=rf"token_mixer='{token_mixer}' does not read attention_scale=1.0 "
+                                         r"\(only token_mixer in \['alibi', 'attention', 'rotary'\] do\)"):
+        ModelConfig(**TINY, token_mixer=token_mixer, attention_scale=1.0)
+    assert ModelConfig(**TINY, token_mixer=token_mixer).attention_scale is None
+
+
+def test_attention_scale_with_a_registered_mixer_that_does_not_declare_it_is_refused(registered_names):
+    registered_names.extend(["test_mean_plain", "test_mean_scaled"])
+    register_token_mixer("test_mean_plain")(lambda c: CumulativeMean(c.d_model))
+    register_token_mixer("test_mean_scaled", options=("attention_scale",))(lambda c: CumulativeMean(c.d_model))
+    with pytest.raises(ValueError, match="does not read attention_scale"):
+        ModelConfig(**TINY, token_mixer="test_mean_plain", attention_scale=0.5)
+    assert ModelConfig(**TINY, token_mixer="test_mean_scaled", attention_scale=0.5).attention_scale == 0.5
+
+
+def test_d_ff_that_no_mixer_reads_is_refused():
+    with pytest.raises(ValueError, match=r"d_ff=64 is read by no mixer"):
+        ModelConfig(**TINY, channel_mixer="none", d_ff=64)
+    ModelConfig(**TINY, channel_mixer="swiglu", d_ff=64)
+    ModelConfig(**TINY, token_mixer="gmlp", d_ff=64)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: register_token_mixer("x", positions_inside="no"), TypeError, "positions_inside must be a bool"),
+    (lambda: register_token_mixer("x", mixes_channels=1), TypeError, "mixes_channels must be a bool"),
+    (lambda: register_token_mixer("x", options=("scale",)), ValueError, "options must be"),
+    (lambda: register_token_mixer("x", options="attention_scale"), ValueError, "options must be"),
+    (lambda: register_token_mixer(""), TypeError, "name must be a non-empty str"),
+    (lambda: register_channel_mixer(3), TypeError, "name must be a non-empty str"),
+    (lambda: ModelConfig(**TINY, token_mixer=["attention"]), ValueError, "unknown token_mixer"),
+])
+def test_registry_arguments_are_checked(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -18,7 +18,10 @@ brings besides token mixing, and ``ModelConfig`` pairs or rejects the rest:
 - ``positions_inside`` (ALiBi, rotary, gMLP): it encodes positions itself, so the
   model adds no position embeddings (``positions`` defaults to ``"none"``);
 - ``mixes_channels`` (gMLP, aMLP): it mixes channels itself, so the block has no
-  channel mixer (``channel_mixer`` defaults to, and must be, ``"none"``).
+  channel mixer (``channel_mixer`` defaults to, and must be, ``"none"``);
+- ``options``: the optional fields of ``ModelConfig`` it reads (the attention mixers read
+  ``attention_scale``). An option set for a mixer that does not read it is refused, naming it,
+  rather than silently ignored; so is a ``d_ff`` that no mixer of the block reads.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_dropout, check_even, check_positive_int, check_scale
+from ._checks import (check_bool, check_dropout, check_even, check_int_in, check_non_negative_int,
+                      check_positive_float, check_positive_int, check_scale, check_token_ids)
 from .alibi import AlibiMultiHeadAttention
 from .attention import MultiHeadAttention
 from .feed_forward import VARIANTS, feed_forward_variant
@@ -89,6 +93,7 @@ class ModelConfig:
             raise ValueError(f"token_mixer={self.token_mixer!r} mixes channels itself (its block replaces both "
                              f"sub-layers); channel_mixer={self.channel_mixer!r} would add a second one: write "
                              "channel_mixer='none' (or leave channel_mixer unset)")
+        _refuse_unread_options(self, mixer)
 
     def to_dict(self) -> dict:
         """The fields as a plain dict (what results files record)."""
@@ -105,6 +110,12 @@ class TokenMixer:
     build: MixerFactory
     positions_inside: bool = False  # encodes positions itself: the model adds no embeddings
     mixes_channels: bool = False  # mixes channels itself: the block has no channel mixer
+    options: tuple[str, ...] = ()  # the fields of MIXER_OPTIONS that it reads
+
+
+#: ``ModelConfig`` fields that only some token mixers read (None: unset). A mixer declares those it
+#: reads in ``TokenMixer.options``; any other one set is refused.
+MIXER_OPTIONS = ("attention_scale",)
 
 
 #: Registered token mixers: name -> ``TokenMixer``.
@@ -113,12 +124,18 @@ TOKEN_MIXERS: dict[str, TokenMixer] = {}
 CHANNEL_MIXERS: dict[str, MixerFactory | None] = {}
 
 
-def register_token_mixer(name: str, *, positions_inside: bool = False,
-                         mixes_channels: bool = False) -> Callable[[MixerFactory], MixerFactory]:
-    """Decorator: make ``factory(config)`` available as ``token_mixer=name``."""
+def register_token_mixer(name: str, *, positions_inside: bool = False, mixes_channels: bool = False,
+                         options: tuple[str, ...] = ()) -> Callable[[MixerFactory], MixerFactory]:
+    """Decorator: make ``factory(config)`` available as ``token_mixer=name``; ``options`` names the
+    fields of ``MIXER_OPTIONS`` that the factory reads."""
+    _check_name("name", name)
+    check_bool("positions_inside", positions_inside)
+    check_bool("mixes_channels", mixes_channels)
+    if isinstance(options, str) or not set(options) <= set(MIXER_OPTIONS):
+        raise ValueError(f"options must be a tuple of names in MIXER_OPTIONS {MIXER_OPTIONS}, got {options!r}")
 
     def add(factory: MixerFactory) -> MixerFactory:
-        TOKEN_MIXERS[name] = TokenMixer(factory, positions_inside, mixes_channels)
+        TOKEN_MIXERS[name] = TokenMixer(factory, positions_inside, mixes_channels, tuple(options))
         return factory
 
     return add
@@ -126,6 +143,7 @@ def register_token_mixer(name: str, *, positions_inside: bool = False,
 
 def register_channel_mixer(name: str) -> Callable[[MixerFactory], MixerFactory]:
     """Decorator: make ``factory(config)`` available as ``channel_mixer=name``."""
+    _check_name("name", name)
 
     def add(factory: MixerFactory) -> MixerFactory:
         CHANNEL_MIXERS[name] = factory
@@ -135,26 +153,44 @@ def register_channel_mixer(name: str) -> Callable[[MixerFactory], MixerFactory]:
 
 
 def _lookup(registry: dict, kind: str, name: str):
-    if name not in registry:
+    if not isinstance(name, str) or name not in registry:
         raise ValueError(f"unknown {kind} {name!r}; registered: {sorted(registry)}")
     return registry[name]
+
+
+def _check_name(argument: str, name) -> str:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{argument} must be a non-empty str, got {name!r}")
+    return name
+
+
+def _refuse_unread_options(config: ModelConfig, mixer: TokenMixer) -> None:
+    """An option that no part of the model would read is a mistake: refuse it, naming it."""
+    for option in MIXER_OPTIONS:
+        if getattr(config, option) is not None and option not in mixer.options:
+            readers = sorted(name for name, entry in TOKEN_MIXERS.items() if option in entry.options)
+            raise ValueError(f"token_mixer={config.token_mixer!r} does not read {option}="
+                             f"{getattr(config, option)!r} (only token_mixer in {readers} do): leave it None")
+    if config.d_ff is not None and not mixer.mixes_channels and config.channel_mixer == "none":
+        raise ValueError(f"d_ff={config.d_ff} is read by no mixer: token_mixer={config.token_mixer!r} does not "
+                         "mix channels and channel_mixer='none' adds no feed-forward: leave d_ff None")
 
 
 def _attention_options(config: ModelConfig) -> dict:
     return dict(dropout=config.dropout, causal=True, scale=config.attention_scale)
 
 
-@register_token_mixer("attention")
+@register_token_mixer("attention", options=("attention_scale",))
 def _causal_attention(config: ModelConfig) -> nn.Module:
     return MultiHeadAttention(config.d_model, config.n_heads, **_attention_options(config))
 
 
-@register_token_mixer("alibi", positions_inside=True)
+@register_token_mixer("alibi", positions_inside=True, options=("attention_scale",))
 def _alibi_attention(config: ModelConfig) -> nn.Module:
     return AlibiMultiHeadAttention(config.d_model, config.n_heads, **_attention_options(config))
 
 
-@register_token_mixer("rotary", positions_inside=True)
+@register_token_mixer("rotary", positions_inside=True, options=("attention_scale",))
 def _rotary_attention(config: ModelConfig) -> nn.Module:
     return RotaryMultiHeadAttention(config.d_model, config.n_heads, **_attention_options(config))
 
@@ -248,13 +284,14 @@ class LanguageModel(nn.Module):
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         """``idx`` ``int64[batch, seq]`` -> ``(logits [batch, seq, vocab], loss or None)``.
 
-        ``loss`` is the mean cross-entropy in nats per character against ``targets``.
+        ``loss`` is the mean cross-entropy in nats per character against ``targets``, ``int64[batch,
+        seq]`` too. Every id of both must lie in ``[0, vocab_size)``.
         """
-        if not isinstance(idx, torch.Tensor) or idx.dtype != torch.long:
-            got = idx.dtype if isinstance(idx, torch.Tensor) else type(idx).__name__
-            raise TypeError(f"idx must be an int64 tensor [batch, seq], got {got}")
-        if idx.dim() != 2 or idx.shape[1] == 0:
-            raise ValueError(f"idx must have shape [batch, seq] with seq >= 1, got {tuple(idx.shape)}")
+        check_token_ids(idx, "idx", self.config.vocab_size)
+        if targets is not None:
+            check_token_ids(targets, "targets", self.config.vocab_size)
+            if targets.shape != idx.shape:
+                raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
         x = self.token_embedding(idx)
         positions = self.positions(idx.shape[1])
         if positions is not None:
@@ -265,8 +302,6 @@ class LanguageModel(nn.Module):
         logits = self.head(self.final_norm(x))
         if targets is None:
             return logits, None
-        if targets.shape != idx.shape:
-            raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         return logits, loss
 
@@ -281,13 +316,15 @@ class LanguageModel(nn.Module):
     ) -> torch.Tensor:
         """Extend ``idx`` ``[batch, seq]`` by ``max_new_tokens`` sampled tokens.
 
-        The context is cropped to the last ``block_size`` tokens; ``temperature``
-        divides the logits; ``top_k`` keeps only the k most likely characters.
+        The context is cropped to the last ``block_size`` tokens; ``temperature`` (a positive
+        finite float) divides the logits; ``top_k`` (None, or an int in [1, vocab_size]) keeps
+        only the k most likely characters. ``max_new_tokens`` is an int >= 0.
         """
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        if top_k is not None and not 1 <= top_k <= self.config.vocab_size:
-            raise ValueError(f"top_k must lie in [1, {self.config.vocab_size}], got {top_k}")
+        check_token_ids(idx, "idx", self.config.vocab_size)
+        check_non_negative_int("max_new_tokens", max_new_tokens)
+        check_positive_float("temperature", temperature)
+        if top_k is not None:
+            check_int_in("top_k", top_k, 1, self.config.vocab_size)
         for _ in range(max_new_tokens):
             context = idx[:, -self.config.block_size :]
             logits, _ = self(context)
