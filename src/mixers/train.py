@@ -27,7 +27,8 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
-from ._checks import check_positive_int
+from ._checks import (check_bool, check_flags, check_float_in, check_non_negative_float, check_non_negative_int,
+                      check_positive_float, check_positive_int)
 from .data import CharDataset, random_batch, sequential_windows
 from .model import LanguageModel, ModelConfig
 from .results import device_name, provenance  # noqa: F401  (device_name: the chapters import it from here)
@@ -35,7 +36,13 @@ from .results import device_name, provenance  # noqa: F401  (device_name: the ch
 
 @dataclass
 class TrainConfig:
-    """How to train: steps, batch, learning-rate schedule, evaluation, seed and precision."""
+    """How to train: steps, batch, learning-rate schedule, evaluation, seed and precision.
+
+    Counts are positive ints (``warmup_steps`` an int in [0, steps], ``eval_batch_size`` None or a
+    positive int, ``seed`` an int >= 0); ``lr`` a positive finite float; ``min_lr_ratio`` a float
+    in [0, 1]; ``weight_decay`` and ``grad_clip`` non-negative finite floats (``grad_clip=0``
+    turns clipping off); ``betas`` two floats in [0, 1); the switches bools.
+    """
 
     steps: int = 200
     batch_size: int = 32
@@ -57,20 +64,20 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "seq_len", "eval_interval", "eval_batches"):
             check_positive_int(name, getattr(self, name))
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if not 0 <= self.warmup_steps <= self.steps:
+        if check_non_negative_int("warmup_steps", self.warmup_steps) > self.steps:
             raise ValueError(f"warmup_steps must lie in [0, steps={self.steps}], got {self.warmup_steps}")
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
-        if self.eval_batch_size is not None and (not isinstance(self.eval_batch_size, int) or self.eval_batch_size < 1):
-            raise ValueError(f"eval_batch_size must be None or a positive int, got {self.eval_batch_size!r}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
-        if self.grad_clip < 0:
-            raise ValueError(f"grad_clip must be >= 0 (0 turns clipping off), got {self.grad_clip}")
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas}")
+        if self.eval_batch_size is not None:
+            check_positive_int("eval_batch_size", self.eval_batch_size)
+        check_non_negative_int("seed", self.seed)
+        check_positive_float("lr", self.lr)
+        check_float_in("min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
+        check_non_negative_float("weight_decay", self.weight_decay)
+        check_non_negative_float("grad_clip", self.grad_clip)  # NaN would turn every gradient into NaN
+        if isinstance(self.betas, (str, bytes)) or not hasattr(self.betas, "__len__") or len(self.betas) != 2:
+            raise ValueError(f"betas must be two floats in [0, 1), got {self.betas!r}")
+        for i, beta in enumerate(self.betas):
+            check_float_in(f"betas[{i}]", beta, 0.0, 1.0, "[)")
+        check_flags(compile=self.compile, amp=self.amp, cpu_amp=self.cpu_amp)
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,15 @@ class Profile:
     name: str
     model: dict  # ModelConfig fields, without vocab_size
     train: TrainConfig
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"name must be a non-empty str, got {self.name!r}")
+        if not isinstance(self.model, dict) or "vocab_size" in self.model:
+            raise TypeError(f"model must be a dict of ModelConfig fields without vocab_size (the dataset's), "
+                            f"got {self.model!r}")
+        if not isinstance(self.train, TrainConfig):
+            raise TypeError(f"train must be a TrainConfig, got {type(self.train).__name__}")
 
 
 PROFILES: dict[str, Profile] = {
@@ -133,6 +149,7 @@ def lr_at(step: int, config: TrainConfig) -> float:
 
     Steps run from 0 to ``steps - 1``; the decay spans ``warmup_steps .. steps - 1``.
     """
+    check_non_negative_float("step", step)  # a float step reads the curve between steps
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
     span = max(1, config.steps - 1 - config.warmup_steps)
@@ -165,6 +182,7 @@ def cpu_has_bf16() -> bool:
 def uses_bf16(device: torch.device, amp: bool = True, cpu_amp: bool = False) -> bool:
     """Whether a run on ``device`` computes in bf16 autocast: ``amp`` on CUDA; ``cpu_amp`` on a
     CPU with native bf16 (``cpu_has_bf16``). Everything else runs in float32."""
+    check_flags(amp=amp, cpu_amp=cpu_amp)
     if device.type == "cuda":
         return amp
     return device.type == "cpu" and cpu_amp and cpu_has_bf16()
@@ -192,7 +210,10 @@ def evaluate(
     The same seed gives the same windows, so every model in a comparison (and
     every evaluation of one model) is scored on the same text. ``amp``/``cpu_amp``:
     bf16 autocast as in ``uses_bf16`` (``train`` evaluates in the precision it trains in).
+    ``batches`` is a positive int, ``seed`` an int >= 0.
     """
+    check_positive_int("batches", batches)
+    check_non_negative_int("seed", seed)
     device = device or next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     was_training = model.training
@@ -301,8 +322,10 @@ def train(
     Seeded: on the CPU, the same seed gives the same losses, bit for bit. The tqdm bar shows the
     running training loss and the last validation loss. ``callback(StepInfo)``, if given, runs
     before the first step (step 0) and after every optimizer step (steps 1 to ``config.steps``),
-    outside the timings. A NaN or infinite loss raises ``TrainingDiverged``.
+    outside the timings. A NaN or infinite loss raises ``TrainingDiverged``. A model whose
+    vocabulary is smaller than the dataset's is refused before the first step.
     """
+    _check_arguments(model, dataset, config=config, progress=progress, callback=callback)
     device = torch.device(device) if device is not None else default_device()
     torch.manual_seed(config.seed)
     batch_generator = torch.Generator().manual_seed(config.seed)
@@ -379,8 +402,28 @@ def train(
     return result
 
 
+def _check_arguments(model, dataset, config=None, progress=False, callback=None) -> None:
+    """Where a model meets a dataset: every id of the dataset must index the model's embedding
+    table (checked once here; inside ``torch.compile`` the forward pass does not check its ids)."""
+    if not isinstance(model, LanguageModel):
+        raise TypeError(f"model must be a LanguageModel, got {type(model).__name__}")
+    if not isinstance(dataset, CharDataset):
+        raise TypeError(f"dataset must be a CharDataset, got {type(dataset).__name__}")
+    if dataset.tokenizer.vocab_size > model.config.vocab_size:
+        raise ValueError(f"the dataset has {dataset.tokenizer.vocab_size} characters but the model's vocab_size="
+                         f"{model.config.vocab_size}: its ids would index past the embedding table (build the "
+                         "model with vocab_size=dataset.tokenizer.vocab_size)")
+    if config is not None and not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    check_bool("progress", progress)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be None or a callable taking a StepInfo, got {callback!r}")
+
+
 def build_model(vocab_size: int, profile: Profile, **overrides) -> LanguageModel:
     """A ``LanguageModel`` with the profile's sizes, any field overridden by keyword."""
+    if not isinstance(profile, Profile):
+        raise TypeError(f"profile must be a Profile (get_profile(name) gives one), got {profile!r}")
     return LanguageModel(ModelConfig(vocab_size=vocab_size, **{**profile.model, **overrides}))
 
 
@@ -397,6 +440,9 @@ def run_profile(
     """Build and train one model under a profile; the building block of every experiment.
 
     ``callback``: as in ``train``."""
+    for name, overrides in (("model_overrides", model_overrides), ("train_overrides", train_overrides)):
+        if overrides is not None and not isinstance(overrides, dict):
+            raise TypeError(f"{name} must be None or a dict of fields, got {overrides!r}")
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     config = replace(profile.train, **(train_overrides or {}))
     torch.manual_seed(config.seed)  # the same seed gives the same initial weights
@@ -414,7 +460,12 @@ def sample(
     top_k: int | None = 20,
     seed: int = 0,
 ) -> str:
-    """Generate text after ``prompt`` (seeded, so a CPU sample is reproducible)."""
+    """Generate text after ``prompt`` (a non-empty str), seeded by ``seed`` (an int >= 0), so a CPU
+    sample is reproducible; the other arguments are ``LanguageModel.generate``'s."""
+    _check_arguments(model, dataset)
+    if not isinstance(prompt, str) or not prompt:
+        raise ValueError(f"prompt must be a non-empty str (the model needs a first character), got {prompt!r}")
+    check_non_negative_int("seed", seed)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     idx = dataset.tokenizer.encode(prompt)[None].to(device)
