@@ -140,9 +140,9 @@ def test_unknown_characters_raise_value_error(shakespeare):
 
 @pytest.mark.parametrize("bad", [[65], [-1], [0, 1, 100]])
 def test_out_of_range_ids_raise_value_error(shakespeare, bad):
-    with pytest.raises(ValueError, match=r"ids must lie in \[0, 65\)"):
+    with pytest.raises(ValueError, match=r"ids must be ints in \[0, 65\)"):
         shakespeare.tokenizer.decode(bad)
-    with pytest.raises(ValueError, match="ids must lie in"):
+    with pytest.raises(ValueError, match="ids must be ints in"):
         shakespeare.tokenizer.decode(torch.tensor(bad))
 
 
@@ -340,3 +340,65 @@ def test_a_non_integer_size_is_a_type_error_naming_it(shakespeare):
         random_batch(shakespeare.train, 4, 2.0)
     with pytest.raises(TypeError, match=r"^batch_size must be a positive int, got True"):
         random_batch(shakespeare.train, True, 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every argument is checked where it enters, naming it.
+
+
+def test_a_non_utf8_corpus_raises_corpus_error_naming_the_path(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("naïve café\n".encode("latin-1"))
+    with pytest.raises(CorpusError, match="not UTF-8") as info:
+        load_corpus(path, sha256=None)
+    assert str(path) in str(info.value)
+
+
+def test_a_non_string_checksum_is_refused():
+    with pytest.raises(TypeError, match="sha256 must be None or a hex digest str"):
+        load_corpus(sha256=b"86c4e6aa")
+
+
+@pytest.mark.parametrize("val_fraction, error", [(float("nan"), ValueError), (float("inf"), ValueError),
+                                                  ("0.1", TypeError), (True, TypeError), (None, TypeError)])
+def test_val_fraction_must_be_a_float_in_the_open_unit_interval(val_fraction, error):
+    with pytest.raises(error, match=r"val_fraction must be a float in \(0, 1\)"):
+        CharDataset.from_text("some text to split", val_fraction)
+
+
+@pytest.mark.parametrize("text, val_fraction", [("ab", 0.6), ("abc", 0.9), ("a", 0.5)])
+def test_a_val_fraction_that_leaves_an_empty_split_is_refused(text, val_fraction):
+    with pytest.raises(ValueError, match="leaves an empty split"):
+        CharDataset.from_text(text, val_fraction)
+    CharDataset.from_text("abcdefghij", 0.1)  # one character of validation is enough
+
+
+@pytest.mark.parametrize("ids", [[True, 2], [1.0], [0.5], ["a"], torch.tensor([1.0, 2.0])])
+def test_decode_needs_int_ids(shakespeare, ids):
+    """True decoded as id 1, silently."""
+    with pytest.raises(ValueError, match=r"ids must be ints in \[0, 65\)"):
+        shakespeare.tokenizer.decode(ids)
+
+
+def test_encode_needs_a_str(shakespeare):
+    with pytest.raises(TypeError, match="text must be a str"):
+        shakespeare.tokenizer.encode(["a", "b"])
+
+
+@pytest.mark.parametrize("data, error, match", [
+    (torch.arange(20.0), TypeError, "data must be a 1-d int64 tensor"),
+    (torch.arange(20, dtype=torch.int32), TypeError, "data must be a 1-d int64 tensor"),
+    (list(range(20)), TypeError, "data must be a 1-d int64 tensor"),
+])
+def test_batches_need_int64_token_ids(data, error, match):
+    with pytest.raises(error, match=match):
+        random_batch(data, 2, 4)
+    with pytest.raises(error, match=match):
+        sequential_windows(data, 4)
+
+
+@pytest.mark.parametrize("max_windows, error", [(True, TypeError), (2.0, TypeError), (0, ValueError)])
+def test_max_windows_must_be_a_positive_int(max_windows, error):
+    """max_windows=True meant one window."""
+    with pytest.raises(error, match="max_windows must be a positive int"):
+        sequential_windows(torch.arange(20), 4, max_windows=max_windows)

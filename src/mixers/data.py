@@ -12,6 +12,7 @@ and ``y`` shifted one character to the right of ``x``.
 from __future__ import annotations
 
 import hashlib
+import numbers
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -19,14 +20,14 @@ from typing import Iterator
 
 import torch
 
-from ._checks import check_positive_int
+from ._checks import check_float_in, check_positive_int
 
 CORPUS_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 CORPUS_FILE = "tinyshakespeare.txt"
 
 
 class CorpusError(RuntimeError):
-    """The shipped corpus is missing or is not the file the book was built on."""
+    """The corpus is missing, is not the file the book was built on, or is not UTF-8 text."""
 
 
 def corpus_path() -> Path:
@@ -38,8 +39,10 @@ def load_corpus(path: str | Path | None = None, sha256: str | None = CORPUS_SHA2
     """Read the corpus and verify its checksum.
 
     ``path`` defaults to the copy shipped with the package. Pass ``sha256=None``
-    to read another text file without a checksum (your own corpus).
+    to read another text file without a checksum (your own corpus); it must be UTF-8.
     """
+    if sha256 is not None and not isinstance(sha256, str):
+        raise TypeError(f"sha256 must be None or a hex digest str, got {sha256!r}")
     path = corpus_path() if path is None else Path(path)
     if not path.is_file():
         raise CorpusError(f"corpus file not found: {path} (reinstall the package: pip install -e .)")
@@ -51,7 +54,11 @@ def load_corpus(path: str | Path | None = None, sha256: str | None = CORPUS_SHA2
                 f"corpus file {path} has sha256 {digest}, expected {sha256}: "
                 "the file is altered or truncated"
             )
-    return raw.decode("utf-8")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CorpusError(f"corpus file {path} is not UTF-8 text (byte {error.start}: {error.reason}); "
+                          "re-encode it as UTF-8") from None
 
 
 class CharTokenizer:
@@ -73,17 +80,20 @@ class CharTokenizer:
 
     def encode(self, text: str) -> torch.Tensor:
         """``str`` of length n -> ``int64[n]``."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         unknown = sorted(set(text) - self.stoi.keys())
         if unknown:
             raise ValueError(f"text contains characters outside the vocabulary: {unknown!r}")
         return torch.tensor([self.stoi[ch] for ch in text], dtype=torch.long)
 
     def decode(self, ids: torch.Tensor | list[int]) -> str:
-        """``int[n]`` -> ``str`` of length n."""
+        """``int[n]`` (ints in ``[0, vocab_size)``) -> ``str`` of length n."""
         ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        bad = [i for i in ids
+               if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= i < self.vocab_size]
         if bad:
-            raise ValueError(f"ids must lie in [0, {self.vocab_size}), got {bad[:5]}")
+            raise ValueError(f"ids must be ints in [0, {self.vocab_size}), got {bad[:5]}")
         return "".join(self.chars[i] for i in ids)
 
 
@@ -106,11 +116,14 @@ class CharDataset:
 
     @classmethod
     def from_text(cls, text: str, val_fraction: float = 0.1) -> "CharDataset":
-        if not 0.0 < val_fraction < 1.0:
-            raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
+        """``val_fraction``, a float in (0, 1), must leave both splits at least one character."""
+        check_float_in("val_fraction", val_fraction, 0.0, 1.0, "()")
         tokenizer = CharTokenizer(text)
         ids = tokenizer.encode(text)
         n_train = int(len(ids) * (1.0 - val_fraction))
+        if not 0 < n_train < len(ids):
+            raise ValueError(f"val_fraction={val_fraction} leaves an empty split of a text of {len(ids)} characters "
+                             f"({n_train} for training, {len(ids) - n_train} for validation)")
         return cls(tokenizer, ids[:n_train], ids[n_train:])
 
     def split(self, name: str) -> torch.Tensor:
@@ -120,6 +133,9 @@ class CharDataset:
 
 
 def _check_window(data: torch.Tensor, seq_len: int) -> None:
+    if not isinstance(data, torch.Tensor) or data.dtype != torch.long:
+        got = data.dtype if isinstance(data, torch.Tensor) else type(data).__name__
+        raise TypeError(f"data must be a 1-d int64 tensor of token ids, got {got}")
     if data.dim() != 1:
         raise ValueError(f"data must be a 1-d tensor of token ids, got shape {tuple(data.shape)}")
     check_positive_int("seq_len", seq_len)
@@ -167,8 +183,8 @@ def sequential_windows(
     """
     _check_window(data, seq_len)
     check_positive_int("batch_size", batch_size)
-    if max_windows is not None and (not isinstance(max_windows, int) or max_windows < 1):
-        raise ValueError(f"max_windows must be None or a positive int, got {max_windows!r}")
+    if max_windows is not None:
+        check_positive_int("max_windows", max_windows)
     n_windows = (len(data) - 1) // seq_len
     if max_windows is not None:
         n_windows = min(n_windows, max_windows)
