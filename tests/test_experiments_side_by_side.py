@@ -9,9 +9,11 @@ import pytest
 import torch
 
 import mixers.results as results_module
+from mixers.experiments import SettingsMismatch, main, partial_path, save_runs, settings_differences
 from mixers.experiments import side_by_side as sbs
 from mixers.model import CHANNEL_MIXERS, TOKEN_MIXERS, LanguageModel, ModelConfig
-from mixers.results import to_json, write_results
+from mixers.results import CorruptResults, load_results, to_json, without_timings, write_results
+from mixers.train import TrainingDiverged
 
 from helpers import run_smoke_restoring_threads
 
@@ -171,21 +173,22 @@ def test_smoke_results_have_provenance_and_serialise(results):
     assert json.loads(to_json(results))["summary"] == results["summary"]
 
 
-def test_a_diverged_run_is_recorded_and_its_learning_rate_disqualified(shakespeare, monkeypatch):
-    from mixers.train import TrainingDiverged
-
-    plan = sbs.experiment_plan("smoke", 65, **SMALL)
-
-    def diverge(*args, **kwargs):
-        raise TrainingDiverged("the training loss is nan at step 3")
-
+def test_a_diverged_run_is_recorded_and_its_learning_rate_disqualified(monkeypatch):
     real = sbs.run_profile
-    monkeypatch.setattr(sbs, "run_profile", diverge)
-    record = sbs.run_one(shakespeare, "smoke", plan, "gmlp", 6e-3, 0)
-    assert record["diverged"] and "nan" in record["error"] and record["best_val_loss"] is None
-    monkeypatch.setattr(sbs, "run_profile", real)
-    fine = sbs.run_one(shakespeare, "smoke", plan, "gmlp", 3e-3, 0)
-    row = sbs.summarize([fine, record], plan)["pairs"]["gmlp"]
+
+    def diverge_at_the_high_rate(*args, train_overrides, **kwargs):
+        if train_overrides["lr"] == 6e-3:
+            raise TrainingDiverged("the training loss is nan at step 3")
+        return real(*args, train_overrides=train_overrides, **kwargs)
+
+    monkeypatch.setattr(sbs, "run_profile", diverge_at_the_high_rate)
+    results = sbs.run("smoke", progress=False, **SMALL)
+    diverged = [run for run in results["runs"] if run["diverged"]]
+    assert [(run["pair"], run["lr"]) for run in diverged] == [("attention+gelu", 6e-3), ("gmlp", 6e-3)]
+    assert all("nan at step 3" in run["error"] and "result" not in run for run in diverged)
+    kept = [run for run in results["runs"] if not run["diverged"]]
+    assert len(kept) == 2 and all(run["error"] is None and run["best_val_loss"] > 0 for run in kept)
+    row = results["summary"]["pairs"]["gmlp"]
     assert row["best_lr"] == 3e-3 and row["by_lr"][repr(6e-3)]["diverged"] == 1
 
 
@@ -209,10 +212,14 @@ class Interrupt:
 
 def _interrupted(tmp_path, monkeypatch, after=2):
     monkeypatch.setattr(sbs, "run_one", Interrupt(after))
-    with pytest.raises(KeyboardInterrupt):
-        sbs.run("smoke", progress=False, checkpoint_dir=tmp_path, **SMALL)
+    with pytest.raises(KeyboardInterrupt), save_runs(tmp_path):
+        sbs.run("smoke", progress=False, **SMALL)
     monkeypatch.setattr(sbs, "run_one", REAL_RUN_ONE)
-    return sbs.partial_path("smoke", tmp_path)
+    return partial_path("side_by_side", "smoke", tmp_path)
+
+
+def _cli(argv):
+    main(sbs.NAME, sbs.run, sbs.__doc__.splitlines()[0], sbs.DURATIONS, argv)
 
 
 def test_an_interruption_keeps_the_finished_runs_in_a_valid_file(tmp_path, monkeypatch):
@@ -230,7 +237,8 @@ def test_a_rerun_resumes_and_runs_only_the_missing_runs(tmp_path, monkeypatch, c
     saved = json.loads(path.read_text())["runs"]
     counter = Interrupt(None)
     monkeypatch.setattr(sbs, "run_one", counter)
-    resumed = sbs.run("smoke", progress=False, checkpoint_dir=tmp_path, **SMALL)
+    with save_runs(tmp_path):
+        resumed = sbs.run("smoke", progress=False, **SMALL)
     assert "resuming: 2 of 4 runs already done" in capsys.readouterr().out
     plan = resumed["settings"]
     assert counter.jobs == sbs.jobs(plan)[2:]  # only the missing ones
@@ -242,9 +250,11 @@ def test_a_rerun_resumes_and_runs_only_the_missing_runs(tmp_path, monkeypatch, c
     monkeypatch.setattr(sbs, "run_one", REAL_RUN_ONE)
     straight = sbs.run("smoke", progress=False, **SMALL)
     assert [r["result"]["val_loss"] for r in straight["runs"]] == [r["result"]["val_loss"] for r in resumed["runs"]]
+    assert without_timings(straight) == without_timings(resumed)
     # and a rerun after the last run has nothing left to do
     monkeypatch.setattr(sbs, "run_one", Interrupt(0))  # would raise if it ran anything
-    again = sbs.run("smoke", progress=False, checkpoint_dir=tmp_path, **SMALL)
+    with save_runs(tmp_path):
+        again = sbs.run("smoke", progress=False, **SMALL)
     assert "resuming: 4 of 4 runs already done" in capsys.readouterr().out
     assert again["runs"] == resumed["runs"]
 
@@ -260,32 +270,35 @@ def test_a_crash_while_saving_leaves_the_previous_partial_file_whole(tmp_path, m
         real_replace(src, dst)
 
     monkeypatch.setattr(results_module.os, "replace", replace_then_crash)
-    with pytest.raises(KeyboardInterrupt):
-        sbs.run("smoke", progress=False, checkpoint_dir=tmp_path, **SMALL)
-    path = sbs.partial_path("smoke", tmp_path)
+    with pytest.raises(KeyboardInterrupt), save_runs(tmp_path):
+        sbs.run("smoke", progress=False, **SMALL)
+    path = partial_path("side_by_side", "smoke", tmp_path)
     assert len(json.loads(path.read_text())["runs"]) == 1
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
 def test_a_rerun_with_other_settings_refuses_to_mix_them(tmp_path, monkeypatch):
     _interrupted(tmp_path, monkeypatch, after=1)
-    with pytest.raises(sbs.SettingsMismatch, match=r"lrs: saved \[0\.003, 0\.006\], now \[0\.003, 0\.012\]"):
-        sbs.run("smoke", progress=False, checkpoint_dir=tmp_path, **{**SMALL, "lrs": [3e-3, 1.2e-2]})
+    with pytest.raises(SettingsMismatch, match=r"lrs: saved \[0\.003, 0\.006\], now \[0\.003, 0\.012\]"):
+        with save_runs(tmp_path):
+            sbs.run("smoke", progress=False, **{**SMALL, "lrs": [3e-3, 1.2e-2]})
     monkeypatch.setitem(sbs.SETTINGS["smoke"]["train"], "steps", 10)
-    with pytest.raises(sbs.SettingsMismatch, match=r"train\.steps: saved 12, now 10.*--fresh") as info:
-        sbs.run("smoke", progress=False, checkpoint_dir=tmp_path, **SMALL)
+    with pytest.raises(SettingsMismatch, match=r"train\.steps: saved 12, now 10.*--fresh") as info:
+        with save_runs(tmp_path):
+            sbs.run("smoke", progress=False, **SMALL)
     assert "side_by_side-smoke.partial.json holds 1 run made with other settings" in str(info.value)
     # --fresh discards the saved runs and starts over with the new settings
-    fresh = sbs.run("smoke", progress=False, checkpoint_dir=tmp_path, fresh=True, **SMALL)
+    with save_runs(tmp_path, fresh=True):
+        fresh = sbs.run("smoke", progress=False, **SMALL)
     assert fresh["provenance"]["resumed_runs"] == 0 and fresh["settings"]["train"]["steps"] == 10
 
 
 def test_settings_differences_name_every_changed_key():
     saved = {"train": {"steps": 12, "lr_policy": "x"}, "lrs": [1, 2], "seeds": [0]}
     now = {"train": {"steps": 10, "lr_policy": "x"}, "lrs": [1, 2], "pairs": {"gmlp": 3}}
-    assert sbs.settings_differences(saved, now) == [
+    assert settings_differences(saved, now) == [
         "pairs.gmlp: saved '(absent)', now 3", "seeds: saved [0], now '(absent)'", "train.steps: saved 12, now 10"]
-    assert sbs.settings_differences(saved, saved) == []
+    assert settings_differences(saved, saved) == []
 
 
 def test_write_results_is_atomic_and_strict(tmp_path, monkeypatch):
@@ -294,6 +307,34 @@ def test_write_results_is_atomic_and_strict(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"results\['runs'\]\[0\] = nan"):
         write_results(path, {"runs": [math.nan]})
     assert json.loads(path.read_text())["runs"] == [1] and len(list(tmp_path.iterdir())) == 1
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"runs": [1, 2', r"is not a valid results file: Expecting ',' delimiter at line 1, column 15 of its JSON"),
+    ("<<<<<<< HEAD\n", r"is not a valid results file: Expecting value at line 1, column 1 of its JSON"),
+    ("[1, 2]", r"is not a results file: it holds a JSON list, not an object"),
+])
+def test_a_corrupt_results_file_is_named(tmp_path, text, message):
+    path = tmp_path / "demo-cpu.json"
+    path.write_text(text)
+    with pytest.raises(CorruptResults, match=message) as info:
+        load_results("demo", tmp_path)
+    assert str(info.value).startswith(str(path)) and not isinstance(info.value, json.JSONDecodeError)
+    path.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(CorruptResults, match=r"demo-cpu\.json is not a results file: it is not UTF-8 text"):
+        load_results("demo", tmp_path)
+
+
+def test_a_corrupt_partial_file_is_named_and_never_overwritten(tmp_path, capsys):
+    path = partial_path("side_by_side", "smoke", tmp_path)
+    path.write_text('{"settings": {"lrs": [0.003')  # say, cut short by an editor
+    with pytest.raises(CorruptResults, match=r"side_by_side-smoke\.partial\.json is not a valid results file.*--fresh"):
+        with save_runs(tmp_path):
+            sbs.run("smoke", progress=False, **SMALL)
+    with pytest.raises(SystemExit) as info:
+        _cli(["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
+    assert info.value.code == 2 and f"error: {path} is not a valid results file" in capsys.readouterr().err
+    assert path.read_text() == '{"settings": {"lrs": [0.003'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,12 +346,12 @@ def test_the_command_line_writes_the_results_and_removes_the_partial_file(tmp_pa
     monkeypatch.setitem(sbs.SETTINGS["smoke"], "lrs", tuple(SMALL["lrs"]))
     monkeypatch.setitem(sbs.SETTINGS["smoke"], "seeds", tuple(SMALL["seeds"]))
     _interrupted(tmp_path, monkeypatch, after=1)
-    sbs.main(["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
+    _cli(["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
     out = capsys.readouterr().out
     assert "resuming: 1 of 4 runs already done" in out and "side_by_side-smoke.json" in out
     final = json.loads((tmp_path / "side_by_side-smoke.json").read_text())
     assert len(final["runs"]) == 4 and final["provenance"]["resumed_runs"] == 1
-    assert not sbs.partial_path("smoke", tmp_path).exists()
+    assert not partial_path("side_by_side", "smoke", tmp_path).exists()
 
 
 def test_the_command_line_reports_an_interruption_and_a_mismatch(tmp_path, monkeypatch, capsys):
@@ -319,15 +360,15 @@ def test_the_command_line_reports_an_interruption_and_a_mismatch(tmp_path, monke
     monkeypatch.setitem(sbs.SETTINGS["smoke"], "seeds", tuple(SMALL["seeds"]))
     monkeypatch.setattr(sbs, "run_one", Interrupt(1))
     with pytest.raises(SystemExit) as info:
-        sbs.main(["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
+        _cli(["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
     assert info.value.code == 130
     assert "rerun the same command to resume" in capsys.readouterr().err
     monkeypatch.setitem(sbs.SETTINGS["smoke"], "lrs", (1e-3, 2e-3))
     with pytest.raises(SystemExit) as info:
-        sbs.main(["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
+        _cli(["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
     assert info.value.code == 2 and "lrs: saved [0.003, 0.006], now [0.001, 0.002]" in capsys.readouterr().err
     with pytest.raises(SystemExit) as info:
-        sbs.main(["--help"])
+        _cli(["--help"])
     assert info.value.code == 0 and "--fresh" in capsys.readouterr().out
 
 

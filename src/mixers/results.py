@@ -150,6 +150,18 @@ def to_json(results: dict) -> str:
         raise ValueError(f"results must be finite numbers (strict JSON), but {where}") from None
 
 
+def without_timings(results):
+    """``results`` (any JSON-like value) without what a rerun of the same seeds cannot repeat: dates,
+    times (keys ending in ``_time_s``), throughput (``tokens_per_s...``) and how many runs were
+    resumed. What is left, on a CPU, is the same number for number: the test of a resumed run."""
+    if isinstance(results, dict):
+        return {key: without_timings(value) for key, value in results.items()
+                if not (key in ("date", "resumed_runs") or key.endswith("_time_s") or key.startswith("tokens_per_s"))}
+    if isinstance(results, (list, tuple)):
+        return [without_timings(value) for value in results]
+    return results
+
+
 def write_results(path: str | Path, results: dict) -> Path:
     """Write ``results`` as strict JSON to ``path``, its ``provenance`` first, atomically.
 
@@ -180,13 +192,35 @@ def save_results(name: str, profile: str, results: dict, directory: Path | None 
     return write_results(results_path(name, profile, directory or runs_dir()), results)
 
 
+class CorruptResults(ValueError):
+    """A results file that is not a JSON object: cut short or edited by hand (this module writes
+    atomically, so never by an interrupted run)."""
+
+
+def read_results(path: str | Path) -> dict:
+    """The results in the JSON file ``path``; a ``CorruptResults`` that names the file, and where
+    it stops making sense, if it is not a JSON object."""
+    path = Path(path)
+    try:
+        results = json.loads(path.read_text())
+    except UnicodeDecodeError as error:
+        raise CorruptResults(f"{path} is not a results file: it is not UTF-8 text ({error.reason} at byte "
+                             f"{error.start})") from None
+    except json.JSONDecodeError as error:
+        raise CorruptResults(f"{path} is not a valid results file: {error.msg} at line {error.lineno}, column "
+                             f"{error.colno} of its JSON") from None
+    if not isinstance(results, dict):
+        raise CorruptResults(f"{path} is not a results file: it holds a JSON {type(results).__name__}, not an object")
+    return results
+
+
 def load_results(name: str, directory: Path | None = None, profiles: tuple[str, ...] = PROFILE_ORDER) -> dict:
     """The committed results (default: ``results_dir()``) of the largest profile that was run for
-    experiment ``name``."""
+    experiment ``name``; a ``CorruptResults`` naming the file if it is not valid JSON."""
     for profile in profiles:
         path = results_path(name, profile, directory)
         if path.is_file():
-            return json.loads(path.read_text())
+            return read_results(path)
     raise FileNotFoundError(
         f"no results for experiment {name!r} under {directory or results_dir()}; "
         f"run: python -m mixers.experiments.{name} --profile cpu --out book/results"

@@ -4,12 +4,21 @@ Run one with ``python -m mixers.experiments.NAME --profile {smoke,cpu,gpu}``; th
 in ``runs/NAME-PROFILE.json`` with their provenance (``mixers.results``). The chapter plots the
 committed results in ``book/results`` of the largest profile that was run; ``--out book/results``
 replaces them.
+
+Every experiment survives an interruption the same way (``run_jobs``): it is a list of jobs, one
+per run, and the command line saves each run the moment it finishes to
+``NAME-PROFILE.partial.json``; the same command, run again, resumes from there.
 """
 
 from __future__ import annotations
 
 import argparse
-from contextlib import contextmanager
+import json
+import sys
+from concurrent.futures import Executor, as_completed
+from contextlib import closing, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -17,8 +26,9 @@ import torch
 
 from .._checks import check_positive_int
 # PROFILE_ORDER, load_results and results_path: re-exported, the chapters import them from here.
-from ..results import PROFILE_ORDER, load_results, results_path, runs_dir, save_results, writable_dir  # noqa: F401
-from ..train import PROFILES, Profile, default_profile_name, get_profile
+from ..results import (PROFILE_ORDER, CorruptResults, load_results, provenance, read_results,  # noqa: F401
+                       results_path, runs_dir, save_results, to_json, writable_dir, write_results)
+from ..train import PROFILES, Profile, TrainingDiverged, default_device, default_profile_name, get_profile
 
 
 def profile_settings(profile: str, settings: dict) -> dict:
@@ -71,6 +81,182 @@ def cpu_threads(threads: int | None, enabled: bool | None = None) -> Iterator[No
 
 
 # ---------------------------------------------------------------------------------------------
+# Runs that survive an interruption. An experiment is a list of jobs, each the tuple of values
+# that names one run in its record ((variant, seed), (pair, lr, seed)), and the settings every
+# run shares. The jobs run one by one, or in a pool of processes; inside ``save_runs(folder)``
+# (the command line's ``--out``) each finished run is saved at once, atomically, with those
+# settings, and a rerun with the same settings runs only the jobs that are missing.
+
+
+class SettingsMismatch(ValueError):
+    """A partial results file holds runs made with other settings than this run's."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What an experiment runs: ``jobs``, each the values of ``fields`` in its run's record
+    (``fields=("variant", "seed")``, a job ``("swiglu", 0)``), and the JSON-like ``settings``
+    that every run shares and that saved runs must match to be resumed."""
+
+    name: str
+    profile: str
+    settings: dict
+    fields: tuple[str, ...]
+    jobs: list[tuple]
+
+    def __post_init__(self) -> None:
+        if len(set(self.jobs)) != len(self.jobs):
+            raise ValueError(f"{self.name}: jobs must not repeat, got {self.jobs}")
+
+    def job(self, record: dict) -> tuple:
+        """The job whose run ``record`` is."""
+        return tuple(record[field] for field in self.fields)
+
+
+# Where ``run_jobs`` saves the finished runs: (folder, fresh), or None to keep them in memory only.
+_SAVING: ContextVar[tuple[Path, bool] | None] = ContextVar("saving", default=None)
+
+
+@contextmanager
+def save_runs(directory: str | Path, fresh: bool = False) -> Iterator[None]:
+    """Inside this block, experiments save each finished run in ``directory`` and resume the runs
+    saved there; ``fresh=True`` discards those first. The command line runs every experiment so."""
+    token = _SAVING.set((Path(directory), fresh))
+    try:
+        yield
+    finally:
+        _SAVING.reset(token)
+
+
+def partial_path(name: str, profile: str, directory: str | Path) -> Path:
+    """``DIRECTORY/NAME-PROFILE.partial.json``: the runs of an experiment finished so far."""
+    return results_path(name, f"{profile}.partial", Path(directory))
+
+
+def _flatten(value, prefix: str = "") -> dict:
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def settings_differences(saved: dict, current: dict) -> list[str]:
+    """Each setting that differs between two settings dicts, as ``"key: saved X, now Y"``."""
+    old, new = _flatten(saved), _flatten(current)
+    return [f"{key}: saved {old.get(key, '(absent)')!r}, now {new.get(key, '(absent)')!r}"
+            for key in sorted(old.keys() | new.keys()) if old.get(key, "(absent)") != new.get(key, "(absent)")]
+
+
+def load_partial(path: Path, experiment: Experiment) -> dict[tuple, dict]:
+    """The runs saved in ``path`` (none if it does not exist), by job, after checking that they
+    were made with ``experiment.settings``; a ``SettingsMismatch`` names every difference otherwise."""
+    if not path.is_file():
+        return {}
+    try:
+        saved = read_results(path)
+    except CorruptResults as error:
+        raise CorruptResults(f"{error}; move it away, or start afresh with --fresh") from None
+    # Compared as a file holds them: tuples are lists there.
+    differences = settings_differences(saved.get("settings", {}), json.loads(to_json(experiment.settings)))
+    if differences:
+        shown = "; ".join(differences[:8]) + ("; ..." if len(differences) > 8 else "")
+        count = len(saved.get("runs", []))
+        raise SettingsMismatch(
+            f"{path} holds {count} run{'' if count == 1 else 's'} made with other settings, which would not "
+            f"compare like for like: {shown}. Rerun with the saved settings to resume, or start afresh "
+            "(--fresh, or save_runs(..., fresh=True)), which discards them")
+    runs = {experiment.job(run): run for run in saved.get("runs", [])}
+    return {job: runs[job] for job in experiment.jobs if job in runs}
+
+
+def _save_partial(path: Path, experiment: Experiment, done: dict[tuple, dict]) -> None:
+    runs = [done[job] for job in experiment.jobs if job in done]
+    write_results(path, {"experiment": experiment.name, "complete": len(runs) == len(experiment.jobs),
+                         "runs_done": len(runs), "runs_total": len(experiment.jobs),
+                         "settings": experiment.settings, "runs": runs,
+                         "provenance": provenance(experiment.profile, default_device())})
+
+
+def _outcome(experiment: Experiment, job: tuple, run: Callable[[], dict]) -> dict:
+    """The record of ``run()``: as a file holds it (tuples become lists), so that a resumed run and
+    a new one look alike, and ``diverged``; a run that diverged is recorded with its message."""
+    try:
+        record = run()
+    except TrainingDiverged as error:  # a result of the experiment (a learning rate too high), not a crash
+        return {**dict(zip(experiment.fields, job)), "diverged": True, "error": str(error)}
+    return json.loads(to_json({**record, "diverged": False, "error": None}))
+
+
+def _finished(experiment: Experiment, run_job: Callable[[tuple], dict], jobs: list[tuple],
+              pool: Executor | None) -> Iterator[tuple[tuple, dict]]:
+    """Each job and its record as it finishes: in order, or in the order the pool finishes them."""
+    if pool is None:
+        for job in jobs:
+            yield job, _outcome(experiment, job, lambda: run_job(job))
+        return
+    futures = {pool.submit(run_job, job): job for job in jobs}
+    try:
+        for future in as_completed(futures):
+            yield futures[future], _outcome(experiment, futures[future], future.result)
+    finally:  # interrupted: the jobs that have not started are dropped, not run
+        for future in futures:
+            future.cancel()
+
+
+def _report(experiment: Experiment, done: int, record: dict) -> str:
+    name = ", ".join(f"{field} {record[field]}" for field in experiment.fields) or experiment.name
+    where = f"[{done}/{len(experiment.jobs)}] {name}"
+    if record["diverged"]:
+        return f"{where}: diverged ({record['error']})"
+    loss = record.get("best_val_loss", (record.get("result") or {}).get("best_val_loss"))
+    return f"{where}: best val {loss:.4f}" if loss is not None else f"{where}: done"
+
+
+def run_jobs(experiment: Experiment, run_job: Callable[[tuple], dict],
+             pool: Executor | None = None) -> tuple[list[dict], int]:
+    """Run every job of ``experiment``; return every run's record, in the jobs' order, and how
+    many of them were resumed from a partial file.
+
+    ``run_job(job)`` trains one run and returns its record, a JSON-like dict holding the job's
+    ``fields``; with a ``pool`` (a ``concurrent.futures`` executor) the jobs run there, and
+    ``run_job`` must pickle. Each record gets ``diverged`` and ``error``: a run that raises
+    ``TrainingDiverged`` is recorded as diverged, with its message, and the others go on. Inside
+    ``save_runs`` each record is saved at once to ``partial_path``, and the jobs saved there
+    before with the same settings are not run again.
+    """
+    saving = _SAVING.get()
+    path = partial_path(experiment.name, experiment.profile, saving[0]) if saving else None
+    if path is not None and saving[1]:
+        path.unlink(missing_ok=True)
+    done = load_partial(path, experiment) if path is not None else {}
+    resumed = len(done)
+    if path is not None:
+        print(f"{experiment.name}, profile {experiment.profile}: {len(experiment.jobs)} runs, each saved to "
+              f"{path} as it finishes", flush=True)
+    if resumed:
+        print(f"resuming: {resumed} of {len(experiment.jobs)} runs already done", flush=True)
+    todo = [job for job in experiment.jobs if job not in done]
+    with closing(_finished(experiment, run_job, todo, pool)) as finished:
+        for job, record in finished:
+            done[job] = record
+            if path is not None:
+                _save_partial(path, experiment, done)
+                print(_report(experiment, len(done), record), flush=True)
+    return [done[job] for job in experiment.jobs], resumed
+
+
+def first_provenance(runs: list[dict], profile: str) -> dict:
+    """Where, when and with what an experiment ran: the provenance of its first run that finished
+    (this machine's, if every run diverged)."""
+    for run in runs:
+        if not run["diverged"]:
+            return dict(run["result"]["provenance"])
+    return provenance(profile, default_device())
+
+
+# ---------------------------------------------------------------------------------------------
 # The command lines of the experiments and benchmarks. Every argument is checked as it is parsed,
 # before anything trains or compiles.
 
@@ -106,16 +292,37 @@ def command_line(prog: str, description: str, durations: dict[str, str]) -> argp
     return parser
 
 
-def main(name: str, run: Callable[..., dict], description: str, durations: dict[str, str]) -> None:
-    """The command line every experiment module shares."""
+def _interrupted(path: Path) -> str:
+    if path.is_file():
+        return f"\ninterrupted: the finished runs are saved in {path}; rerun the same command to resume"
+    return (f"\ninterrupted before the first run finished: nothing was saved (the runs go to {path}); "
+            "rerun the same command to start again")
+
+
+def main(name: str, run: Callable[..., dict], description: str, durations: dict[str, str],
+         argv: list[str] | None = None) -> None:
+    """The command line every experiment module shares: ``--profile``, ``--out``, ``--fresh``,
+    ``--no-progress``. Each finished run is saved as it finishes (``save_runs``) and resumed by a
+    rerun; the partial file goes once the results are written."""
     parser = command_line(f"python -m mixers.experiments.{name}", description, durations)
     parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
                         help="training size (default: MIXERS_PROFILE, else gpu with CUDA, else smoke)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="discard the runs saved by an earlier, interrupted run instead of resuming them")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         profile = args.profile or default_profile_name()
     except ValueError as error:  # a bad MIXERS_PROFILE
         parser.error(str(error))
-    results = run(profile, progress=not args.no_progress)
+    path = partial_path(name, profile, args.out)
+    try:
+        with save_runs(args.out, fresh=args.fresh):
+            results = run(profile, progress=not args.no_progress)
+    except (SettingsMismatch, CorruptResults) as error:
+        parser.exit(2, f"error: {error}\n")
+    except KeyboardInterrupt:
+        print(_interrupted(path), file=sys.stderr)
+        sys.exit(130)
     print(f"wrote {save_results(name, profile, results, args.out)}")
+    path.unlink(missing_ok=True)  # the results hold every run now

@@ -44,12 +44,12 @@ their loss there is ``None`` with the model's own error message, not a number. A
 pair gives mean, standard deviation, minimum and maximum over the seeds at the pair's best
 learning rate.
 
-Long runs survive interruption: with ``checkpoint_dir`` (the command line's ``--out``) every
-finished run is saved at once to ``side_by_side-PROFILE.partial.json`` there, atomically
-(``mixers.results.write_results``). A rerun with the same settings resumes from it and says so
-("resuming: N of M runs already done"); a rerun with other settings refuses to mix them
-(``SettingsMismatch``, naming each difference) unless told to start afresh (``--fresh``). At the
-end the command line writes ``side_by_side-PROFILE.json`` and removes the partial file.
+Long runs survive interruption, as every experiment's do (``mixers.experiments.run_jobs``): the
+command line saves every finished (pair, learning rate, seed) at once to
+``side_by_side-PROFILE.partial.json``, atomically. A rerun with the same settings resumes from it
+and says so ("resuming: N of M runs already done"); a rerun with other settings refuses to mix
+them (``SettingsMismatch``, naming each difference) unless told to start afresh (``--fresh``). At
+the end it writes ``side_by_side-PROFILE.json`` and removes the partial file.
 """
 
 from __future__ import annotations
@@ -57,20 +57,17 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 import time
 from dataclasses import asdict, replace
-from pathlib import Path
 
 import torch
 
 from ..bench import peak_memory
 from ..data import CharDataset, random_batch
 from ..model import CHANNEL_MIXERS, TOKEN_MIXERS, LanguageModel, ModelConfig
-from ..results import device_name, provenance, results_path, save_results, to_json, write_results
-from ..train import (PROFILES, TrainingDiverged, default_device, default_profile_name, evaluate_sequential,
-                     run_profile, uses_bf16)
-from . import command_line, cpu_threads, evaluation_windows, experiment_settings
+from ..results import provenance, to_json
+from ..train import PROFILES, default_device, evaluate_sequential, run_profile, uses_bf16
+from . import Experiment, cpu_threads, evaluation_windows, experiment_settings, main, run_jobs
 
 NAME = "side_by_side"
 DURATIONS = {"smoke": "seconds",
@@ -131,10 +128,6 @@ SETTINGS = {
         eval_tokens=65536,
     ),
 }
-
-
-class SettingsMismatch(ValueError):
-    """A partial results file holds runs made with other settings than this run's."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,7 +210,7 @@ def matched_pairs(pairs: list[str], vocab_size: int, model: dict, tolerance: flo
 
 
 # ---------------------------------------------------------------------------------------------
-# Settings: everything that makes two runs comparable, checked on resuming.
+# Settings: everything that makes two runs comparable, checked on resuming (``run_jobs``).
 
 
 def _check_list(name: str, values, check) -> list:
@@ -280,58 +273,6 @@ def jobs(plan: dict) -> list[tuple[str, float, int]]:
     return [(pair, lr, seed) for seed in plan["seeds"] for lr in plan["lrs"] for pair in plan["pairs"]]
 
 
-def _flatten(value, prefix: str = "") -> dict:
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: value}
-
-
-def settings_differences(saved: dict, current: dict) -> list[str]:
-    """Each setting that differs between two plans, as ``"key: saved X, now Y"``."""
-    old, new = _flatten(saved), _flatten(current)
-    return [f"{key}: saved {old.get(key, '(absent)')!r}, now {new.get(key, '(absent)')!r}"
-            for key in sorted(old.keys() | new.keys()) if old.get(key, "(absent)") != new.get(key, "(absent)")]
-
-
-# ---------------------------------------------------------------------------------------------
-# The partial results file.
-
-
-def partial_path(profile: str, directory: str | Path) -> Path:
-    """``DIRECTORY/side_by_side-PROFILE.partial.json``: the runs finished so far."""
-    return results_path(NAME, f"{profile}.partial", Path(directory))
-
-
-def load_partial(path: Path, plan: dict) -> list[dict]:
-    """The finished runs saved in ``path`` (none if it does not exist), after checking that they
-    were made with ``plan``; a ``SettingsMismatch`` names every difference otherwise."""
-    if not path.is_file():
-        return []
-    try:
-        saved = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON ({error}); move it away to start afresh") from None
-    differences = settings_differences(saved.get("settings", {}), plan)
-    if differences:
-        shown = "; ".join(differences[:8]) + ("; ..." if len(differences) > 8 else "")
-        count = len(saved.get("runs", []))
-        raise SettingsMismatch(
-            f"{path} holds {count} run{'' if count == 1 else 's'} made with other settings, which would not "
-            f"compare like for like: {shown}. Rerun with the saved settings to resume, or start afresh "
-            "(--fresh, or run(..., fresh=True)), which discards them")
-    wanted = set(jobs(plan))
-    return [run for run in saved.get("runs", []) if (run["pair"], run["lr"], run["seed"]) in wanted]
-
-
-def _save_partial(path: Path, profile: str, plan: dict, runs: list[dict], total: int) -> None:
-    write_results(path, {"experiment": NAME, "complete": len(runs) == total, "runs_done": len(runs),
-                         "runs_total": total, "settings": plan, "runs": runs,
-                         "provenance": provenance(profile, default_device(), plan["seeds"])})
-
-
 # ---------------------------------------------------------------------------------------------
 # One run.
 
@@ -386,29 +327,23 @@ def run_one(dataset: CharDataset, profile: str, plan: dict, pair: str, lr: float
             progress: bool = False) -> dict:
     """Train ``pair`` at peak learning rate ``lr`` from ``seed`` under ``plan``; return its record.
 
-    A run that diverges (``TrainingDiverged``) is recorded as such, with its losses ``None``: a
-    learning rate too high for a block is a result of the sweep, not a crash.
+    A run that diverges raises ``TrainingDiverged``, which ``run_jobs`` records (``diverged``, with
+    its message): a learning rate too high for a block is a result of the sweep, not a crash.
     """
     info = plan["pairs"][pair]
     model_overrides = {**plan["model"], "token_mixer": info["token_mixer"], "channel_mixer": info["channel_mixer"],
                        "d_ff": info["d_ff"]}
     train_overrides = {**plan["train"], "betas": tuple(plan["train"]["betas"]), "lr": lr, "seed": seed}
-    record = {"pair": pair, "lr": lr, "seed": seed, **info, "diverged": False, "error": None}
-    try:
-        model, result = run_profile(dataset, PROFILES[profile], model_overrides=model_overrides,
-                                    train_overrides=train_overrides, progress=progress,
-                                    description=f"{NAME} {pair} lr {lr:g} seed {seed}")
-    except TrainingDiverged as error:
-        return {**record, "diverged": True, "error": str(error), "best_val_loss": None, "final_val_loss": None,
-                "tokens_per_s": None, "train_time_s": None, "wall_time_s": None, "peak_memory_bytes": None,
-                "eval_lengths": None, "result": None}
+    model, result = run_profile(dataset, PROFILES[profile], model_overrides=model_overrides,
+                                train_overrides=train_overrides, progress=progress,
+                                description=f"{NAME} {pair} lr {lr:g} seed {seed}")
     if result.parameters != info["parameters"]:  # the plan counted the model this run built
         raise RuntimeError(f"pair {pair!r} built {result.parameters} parameters, the plan counted {info['parameters']}")
     start = time.perf_counter()
     lengths = evaluate_lengths(model, dataset.val, plan["eval_lengths"], plan["eval_tokens"])
     memory = train_step_peak_memory(model, dataset, plan)
     return {
-        **record,
+        "pair": pair, "lr": lr, "seed": seed, **info,
         "best_val_loss": result.best_val_loss,
         "final_val_loss": result.final_val_loss,
         "tokens_per_s": result.tokens_per_s,  # of the training steps alone
@@ -481,52 +416,21 @@ def summarize(runs: list[dict], plan: dict) -> dict:
 # The experiment.
 
 
-def _report(done: int, total: int, record: dict) -> str:
-    where = f"[{done}/{total}] {record['pair']:>16} lr {record['lr']:<7g} seed {record['seed']}"
-    if record["diverged"]:
-        return f"{where}: diverged"
-    return (f"{where}: best val {record['best_val_loss']:.4f}, {record['tokens_per_s']:,.0f} tokens/s "
-            f"({record['wall_time_s']:.1f} s)")
-
-
 @cpu_threads(CPU_THREADS)
-def run(profile: str, progress: bool = True, pairs=None, lrs=None, seeds=None,
-        checkpoint_dir: str | Path | None = None, fresh: bool = False) -> dict:
+def run(profile: str, progress: bool = True, pairs=None, lrs=None, seeds=None) -> dict:
     """Train every (pair, learning rate, seed) of ``profile``; return the runs, a summary and provenance.
 
     ``pairs``, ``lrs`` and ``seeds`` override the profile's (``PAIRS`` and its sweep and seeds).
-    With ``checkpoint_dir``, each finished run is saved there at once (``partial_path``), and
-    the runs already saved with the same settings are not run again; ``fresh=True`` discards
-    them first. Runs saved with other settings raise ``SettingsMismatch``.
+    Inside ``mixers.experiments.save_runs`` (the command line) each finished run is saved at once
+    and the runs saved there before with the same settings are not run again (``run_jobs``).
     """
     start = time.perf_counter()
     dataset = CharDataset.shakespeare()
     plan = experiment_plan(profile, dataset.tokenizer.vocab_size, pairs, lrs, seeds)
-    todo = jobs(plan)
     device = default_device()
-    print(f"{NAME}, profile {profile}, on {device_name(device)}: {len(todo)} runs ({len(plan['pairs'])} pairs x "
-          f"{len(plan['lrs'])} learning rates x {len(plan['seeds'])} seeds)", flush=True)
-    path = partial_path(profile, checkpoint_dir) if checkpoint_dir is not None else None
-    if path is not None and fresh:
-        path.unlink(missing_ok=True)
-    runs = load_partial(path, plan) if path is not None else []
-    resumed = len(runs)
-    if resumed:
-        print(f"resuming: {resumed} of {len(todo)} runs already done (from {path})", flush=True)
-    done = {(run["pair"], run["lr"], run["seed"]) for run in runs}
-    for pair, lr, seed in todo:
-        if (pair, lr, seed) in done:
-            continue
-        # As the file holds it (tuples become lists), so that resumed and new runs look alike.
-        record = json.loads(to_json(run_one(dataset, profile, plan, pair, lr, seed, progress=progress)))
-        runs.append(record)
-        if path is not None:
-            _save_partial(path, profile, plan, runs, len(todo))
-        print(_report(len(runs), len(todo), record), flush=True)
-
-    order = {job: i for i, job in enumerate(todo)}
-    runs.sort(key=lambda run: order[run["pair"], run["lr"], run["seed"]])
-    finished = [run for run in runs if run["result"] is not None]
+    experiment = Experiment(NAME, profile, plan, ("pair", "lr", "seed"), jobs(plan))
+    runs, resumed = run_jobs(experiment, lambda job: run_one(dataset, profile, plan, *job, progress=progress))
+    finished = [run for run in runs if not run["diverged"]]
     model = plan["model"]
     return {
         "experiment": NAME,
@@ -558,31 +462,5 @@ def run(profile: str, progress: bool = True, pairs=None, lrs=None, seeds=None,
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    """The command line: ``--profile``, ``--out``, ``--fresh``, ``--no-progress``."""
-    parser = command_line(f"python -m mixers.experiments.{NAME}", __doc__.splitlines()[0], DURATIONS)
-    parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
-                        help="training size (default: MIXERS_PROFILE, else gpu with CUDA, else smoke)")
-    parser.add_argument("--fresh", action="store_true",
-                        help="discard the runs saved by an earlier, interrupted run instead of resuming them")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    args = parser.parse_args(argv)
-    try:
-        profile = args.profile or default_profile_name()
-    except ValueError as error:  # a bad MIXERS_PROFILE
-        parser.error(str(error))
-    path = partial_path(profile, args.out)
-    try:
-        results = run(profile, progress=not args.no_progress, checkpoint_dir=args.out, fresh=args.fresh)
-    except SettingsMismatch as error:
-        parser.exit(2, f"error: {error}\n")
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: the finished runs are saved in {path}; rerun the same command to resume",
-              file=sys.stderr)
-        sys.exit(130)
-    print(f"wrote {save_results(NAME, profile, results, args.out)}")
-    path.unlink(missing_ok=True)  # the full results hold every run now
-
-
 if __name__ == "__main__":
-    main()
+    main(NAME, run, __doc__.splitlines()[0], DURATIONS)
