@@ -25,3 +25,14 @@ def test_bad_rows_and_alignments_are_named():
         markdown_table(["a", "b"], [[1, 2], [3]])
     with pytest.raises(ValueError, match="align"):
         markdown_table(["a", "b"], [[1, 2]], align="x")
+
+
+def test_a_string_header_or_row_is_refused_instead_of_split_into_characters():
+    """markdown_table("ab", [["x", "y"]]) made a table with columns 'a' and 'b'."""
+    with pytest.raises(TypeError, match="header must be a sequence, not a str"):
+        markdown_table("ab", [["x", "y"]])
+    with pytest.raises(TypeError, match="rows must be sequences of cells, not strs"):
+        markdown_table(["a", "b"], ["xy"])
+    with pytest.raises(TypeError, match="rows must be a sequence, not a str"):
+        markdown_table(["a"], "xyz")
+    assert markdown_table(("a", "b"), (("x", "y"),)).data.splitlines()[-1] == "| x | y |"

@@ -21,6 +21,8 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from ._checks import check_int_in, check_positive_float
+
 __all__ = ["precomputed_view", "figure_png"]
 
 # Values for one control: a fixed list, or a function of the settings chosen before it.
@@ -28,9 +30,12 @@ Values = Sequence[Any] | Callable[..., Sequence[Any]]
 
 
 def figure_png(fig, *, dpi: int = 110, colours: int = 256) -> bytes:
-    """The figure as PNG bytes (palette-reduced to ``colours`` to keep pages light); closes it."""
+    """The figure as PNG bytes (palette-reduced to ``colours``, an int in [2, 256], to keep pages
+    light; ``dpi`` a positive float); closes it."""
     from PIL import Image
 
+    check_positive_float("dpi", dpi)
+    check_int_in("colours", colours, 2, 256)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
     plt.close(fig)
@@ -81,9 +86,11 @@ def precomputed_view(draw: Callable[..., Any], controls: dict[str, Values], *,
             instead of a list is called with the settings of the controls before it (as
             keywords) and gives that branch its own control.
         alt: the alt text of one setting's picture (what it shows), called like ``draw``.
-        initial: the setting shown first (default: each control's first value).
+        initial: the setting shown first (default: each control's first value); its names must
+            be controls', and a fixed list's value must be one of its values.
         label: the text of one value on its control.
-        dpi, colours: resolution and palette size of the pictures (page weight).
+        dpi, colours: resolution and palette size of the pictures (page weight): a positive float
+            and an int in [2, 256].
 
     Returns:
         An ``ipywidgets.VBox``: the shared controls, then the pictures. Every picture is drawn
@@ -96,7 +103,18 @@ def precomputed_view(draw: Callable[..., Any], controls: dict[str, Values], *,
     for name, values in controls.items():
         if not callable(values) and not len(values):
             raise ValueError(f"controls[{name!r}] has no values")
+    for name, function in (("draw", draw), ("alt", alt), ("label", label)):
+        if not callable(function):
+            raise TypeError(f"{name} must be a callable, got {function!r}")
+    check_positive_float("dpi", dpi)
+    check_int_in("colours", colours, 2, 256)
     initial = dict(initial or {})
+    for name, value in initial.items():  # a misspelt name or value would silently show another setting
+        if name not in controls:
+            raise ValueError(f"initial[{name!r}] names no control; the controls are {list(controls)}")
+        if not callable(controls[name]) and value not in controls[name]:
+            raise ValueError(f"initial[{name!r}] = {value!r} is not one of controls[{name!r}] = "
+                             f"{list(controls[name])}")
     names = list(controls)
     shared = {name: _control(name, values, label, initial.get(name))
               for name, values in controls.items() if not callable(values)}  # name -> (control, row)

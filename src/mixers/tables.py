@@ -20,7 +20,7 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: 
     """The rows as a Markdown table, displayed by returning (or ``display``-ing) the result.
 
     Args:
-        header: the column titles.
+        header: the column titles (a sequence, not a str: a str would be split into characters).
         rows: one sequence of cells per row, as many as ``header`` (format numbers beforehand).
         align: one letter per column, ``l``, ``c`` or ``r`` (default: numbers right, text left,
             judged from the first row).
@@ -30,7 +30,12 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: 
     """
     from IPython.display import Markdown
 
+    if isinstance(header, str) or isinstance(rows, str):
+        raise TypeError(f"{'header' if isinstance(header, str) else 'rows'} must be a sequence, not a str "
+                        "(a str would be split into characters)")
     header = list(header)
+    if any(isinstance(row, str) for row in rows):
+        raise TypeError("rows must be sequences of cells, not strs (a str would be split into characters)")
     rows = [list(row) for row in rows]
     for i, row in enumerate(rows):
         if len(row) != len(header):
