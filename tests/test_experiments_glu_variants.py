@@ -1,4 +1,5 @@
-"""Smoke test of mixers.experiments.glu_variants: the structure of its results, in seconds."""
+"""Smoke test of mixers.experiments.glu_variants: the structure of its results, in seconds, and
+runs that survive an interruption or a diverging run, in the worker pool too."""
 
 import json
 import math
@@ -6,10 +7,11 @@ import math
 import pytest
 import torch
 
-from mixers.experiments import glu_variants
+from mixers.experiments import glu_variants, partial_path, save_runs
 from mixers.feed_forward import VARIANTS, feed_forward_param_count, matched_hidden_size
 from mixers.model import CHANNEL_MIXERS
-from mixers.results import to_json
+from mixers.results import to_json, without_timings
+from mixers.train import TrainingDiverged
 
 from helpers import run_smoke_restoring_threads
 
@@ -90,14 +92,50 @@ def test_smoke_results_have_provenance_and_serialise(results):
     assert json.loads(to_json(results))["runs"][0]["result"]["val_loss"] == results["runs"][0]["result"]["val_loss"]
 
 
-def test_two_worker_processes_give_the_same_runs(results):
-    """The cpu profile spreads runs over two processes; seeded runs must not notice."""
-    parallel = glu_variants.run("smoke", progress=False, variants=["swiglu"], seeds=[1], workers=2)
+def _diverge_relu_in_a_worker(profile, job):
+    """``_run_in_worker`` whose relu runs diverge. Defined here, at the top level, so that a spawned
+    worker can import it (the workers get this process's sys.path, which holds tests/)."""
+    if job[0] == "relu":
+        raise TrainingDiverged("the training loss is nan at step 7")
+    return glu_variants._run_in_worker(profile, job)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with CUDA the runs go one at a time, in one process")
+def test_two_worker_processes_give_the_same_runs_and_keep_them_when_one_diverges(results, monkeypatch):
+    """The cpu profile spreads runs over two processes: seeded runs must not notice, and a run that
+    diverges in a worker is recorded there while the others are kept."""
+    monkeypatch.setattr(glu_variants, "_run_in_worker", _diverge_relu_in_a_worker)
+    parallel = glu_variants.run("smoke", progress=False, variants=["relu", "swiglu"], seeds=[1], workers=2)
+    assert parallel["provenance"]["workers"] == 2
+    relu, swiglu = parallel["runs"]
+    assert relu == {"variant": "relu", "seed": 1, "diverged": True, "error": "the training loss is nan at step 7"}
     serial = next(run for run in results["runs"] if run["variant"] == "swiglu" and run["seed"] == 1)
-    (run,) = parallel["runs"]
-    assert run["result"]["val_loss"] == serial["result"]["val_loss"]
-    assert run["full_val_loss"] == serial["full_val_loss"]
-    assert parallel["provenance"]["workers"] == (1 if torch.cuda.is_available() else 2)  # one process on a GPU
+    assert without_timings(swiglu) == without_timings(serial) and not swiglu["diverged"]
+    assert list(parallel["summary"]["variants"]) == ["swiglu"]  # the summary is of the runs that finished
+
+
+def test_an_interrupted_run_resumes_with_the_same_results(results, tmp_path, monkeypatch, capsys):
+    real, jobs = glu_variants.run_one, []
+
+    def interrupt_the_second_run(dataset, profile, variant, seed, progress=False):
+        jobs.append((variant, seed))
+        if len(jobs) == 2:
+            raise KeyboardInterrupt  # a Ctrl-C during the second run
+        return real(dataset, profile, variant, seed, progress)
+
+    monkeypatch.setattr(glu_variants, "run_one", interrupt_the_second_run)
+    with pytest.raises(KeyboardInterrupt), save_runs(tmp_path):
+        glu_variants.run("smoke", progress=False)
+    saved = json.loads(partial_path("glu_variants", "smoke", tmp_path).read_text())
+    assert [(run["variant"], run["seed"]) for run in saved["runs"]] == [("relu", 0)]
+    jobs.clear()
+    monkeypatch.setattr(glu_variants, "run_one", lambda *args, **kwargs: jobs.append(args[2:]) or real(*args, **kwargs))
+    with save_runs(tmp_path):
+        resumed = glu_variants.run("smoke", progress=False)
+    assert "resuming: 1 of 16 runs already done" in capsys.readouterr().out
+    assert ("relu", 0) not in jobs and len(jobs) == 15  # only the missing runs ran
+    assert resumed["provenance"]["resumed_runs"] == 1
+    assert without_timings(resumed) == without_timings(results)  # the numbers of a run never interrupted
 
 
 def test_bad_arguments_are_rejected():

@@ -19,7 +19,10 @@ It writes ``glu_variants-PROFILE.json`` (to ``runs/``; ``--out book/results`` fo
 chapter's): per run its variant, seed, hidden size, parameter counts, loss curves, best
 validation loss, loss on the whole validation split, tokens per second and provenance; a
 summary per variant (mean and standard deviation over seeds) beside the paper's Table 1; the
-gated-minus-ungated difference per seed; and the provenance of the whole experiment.
+gated-minus-ungated difference per seed; and the provenance of the whole experiment. Each
+(variant, seed) is one job of ``mixers.experiments.run_jobs``: the command line saves it as it
+finishes, a rerun resumes, and a run that diverges is recorded as such (and left out of the
+summary) while the others carry on, in the worker pool too.
 """
 
 from __future__ import annotations
@@ -27,14 +30,17 @@ from __future__ import annotations
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, replace
+from functools import partial
 from multiprocessing import get_context
 
 import torch
 
 from ..data import CharDataset
 from ..feed_forward import VARIANTS
+from ..model import ModelConfig
 from ..train import evaluate_sequential, get_profile, run_profile
-from . import cpu_threads, main, profile_settings
+from . import Experiment, cpu_threads, first_provenance, main, profile_settings, run_jobs
 
 NAME = "glu_variants"
 DURATIONS = {"smoke": "seconds", "cpu": "about 7 minutes on a two-core CPU",
@@ -132,8 +138,8 @@ def _init_worker(threads: int) -> None:
     _WORKER_DATASET = CharDataset.shakespeare()
 
 
-def _run_in_worker(job: tuple[str, str, int]) -> dict:
-    profile, variant, seed = job
+def _run_in_worker(profile: str, job: tuple[str, int]) -> dict:
+    variant, seed = job
     return run_one(_WORKER_DATASET, profile, variant, seed)
 
 
@@ -188,6 +194,28 @@ def summarize(runs: list[dict]) -> dict:
     }
 
 
+def shared_settings(profile: str, vocab_size: int, variants: list[str], seeds: list[int]) -> dict:
+    """Everything the runs of ``profile`` share, as the results record it: the model but its channel
+    mixer, the training but its seed, the variants, the seeds and the full-split evaluation."""
+    settings = profile_settings(profile, SETTINGS)
+    base = get_profile(profile)
+    model = ModelConfig(vocab_size=vocab_size, **{**base.model, **settings["model"]}).to_dict()
+    train = asdict(replace(base.train, **settings["train"]))
+    del model["channel_mixer"], train["seed"]
+    return {"model": model, "train": train, "variants": variants, "seeds": seeds,
+            "full_val_windows": settings["full_val_windows"]}
+
+
+def _run_all(experiment: Experiment, dataset: CharDataset, workers: int, progress: bool) -> tuple[list[dict], int]:
+    """``run_jobs`` in this process, or spread over ``workers`` processes (which show no bars)."""
+    if workers == 1:
+        return run_jobs(experiment, lambda job: run_one(dataset, experiment.profile, *job, progress=progress))
+    # spawn, not fork: a forked child would inherit this process's OpenMP state
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
+                             initargs=(CPU_THREADS,)) as pool:
+        return run_jobs(experiment, partial(_run_in_worker, experiment.profile), pool)
+
+
 def run(profile: str, progress: bool = True, variants: list[str] | None = None,
         seeds: list[int] | None = None, workers: int | None = None) -> dict:
     """Train every (seed, variant) under ``profile``; return the runs, a summary and provenance.
@@ -205,24 +233,14 @@ def run(profile: str, progress: bool = True, variants: list[str] | None = None,
     seeds = list(settings["seeds"] if seeds is None else seeds)
     on_cpu = not torch.cuda.is_available()
     workers = (settings["workers"] if workers is None else workers) if on_cpu else 1
-    jobs = [(profile, name, seed) for seed in seeds for name in variants]
+    dataset = CharDataset.shakespeare()
+    shared = shared_settings(profile, dataset.tokenizer.vocab_size, variants, seeds)
+    experiment = Experiment(NAME, profile, shared, ("variant", "seed"),
+                            [(name, seed) for seed in seeds for name in variants])
 
     with cpu_threads(CPU_THREADS, enabled=on_cpu):
-        if workers > 1:
-            # spawn, not fork: a forked child would inherit this process's OpenMP state
-            with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                                     initargs=(CPU_THREADS,)) as pool:
-                runs = []
-                for record in pool.map(_run_in_worker, jobs):
-                    runs.append(record)
-                    # one line per finished run, bars or not: the workers show no bars
-                    print(f"{record['variant']:>8} seed {record['seed']}: best val "
-                              f"{record['best_val_loss']:.4f} ({record['wall_time_s']:.0f} s)", flush=True)
-        else:
-            dataset = CharDataset.shakespeare()
-            runs = [run_one(dataset, *job, progress=progress) for job in jobs]
-
-    model_settings = runs[0]["result"]["model_config"]
+        runs, resumed = _run_all(experiment, dataset, workers, progress)
+    model_settings = shared["model"]
     return {
         "experiment": NAME,
         "model": (f"causal attention + each feed-forward variant, learned positions; d_model "
@@ -232,15 +250,12 @@ def run(profile: str, progress: bool = True, variants: list[str] | None = None,
         "seed_policy": ("TrainConfig.seed drives the initial weights, the order of the training batches and "
                         "the validation windows: the same for every variant at a given seed, different "
                         "across seeds"),
-        "settings": {"model": {k: v for k, v in model_settings.items() if k != "channel_mixer"},
-                     "train": {k: v for k, v in runs[0]["result"]["train_config"].items() if k != "seed"},
-                     "variants": variants, "seeds": seeds, "workers": workers,
-                     "threads_per_run": CPU_THREADS if on_cpu else None},
+        "settings": {**shared, "workers": workers, "threads_per_run": CPU_THREADS if on_cpu else None},
         "paper_table_1": PAPER_TABLE_1,
         "runs": runs,
-        "summary": summarize(runs),
-        "provenance": {**runs[0]["result"]["provenance"], "seeds": seeds, "workers": workers,
-                       "wall_time_s": time.perf_counter() - start},
+        "summary": summarize([run for run in runs if not run["diverged"]]),
+        "provenance": {**first_provenance(runs, profile), "seeds": seeds, "workers": workers,
+                       "resumed_runs": resumed, "wall_time_s": time.perf_counter() - start},
     }
 
 
