@@ -1,4 +1,5 @@
-"""Smoke test of mixers.experiments.gmlp: the structure of its results, in seconds."""
+"""Smoke test of mixers.experiments.gmlp: the structure of its results, in seconds, and a run that
+survives an interruption."""
 
 import json
 import math
@@ -6,10 +7,10 @@ import math
 import pytest
 import torch
 
-from mixers.experiments import gmlp
+from mixers.experiments import gmlp, partial_path, save_runs
 from mixers.gmlp import GatedMLP, SpatialGatingUnit, gmlp_param_count, toeplitz_score
 from mixers.model import TOKEN_MIXERS, LanguageModel, ModelConfig
-from mixers.results import to_json
+from mixers.results import to_json, without_timings
 
 from helpers import run_smoke_restoring_threads
 
@@ -139,3 +140,25 @@ def test_smoke_results_have_provenance_and_serialise(results):
 def test_unknown_profile_is_rejected():
     with pytest.raises(ValueError, match="profile"):
         gmlp.run("huge", progress=False)
+
+
+def test_an_interrupted_run_resumes_with_the_same_results(results, tmp_path, monkeypatch, capsys):
+    real, labels = gmlp.run_one, []
+
+    def interrupt_the_second_run(dataset, profile, settings, label, progress=False):
+        labels.append(label)
+        if labels == ["transformer", "gmlp"]:
+            raise KeyboardInterrupt  # a Ctrl-C while the gMLP model trains, the first time
+        return real(dataset, profile, settings, label, progress)
+
+    monkeypatch.setattr(gmlp, "run_one", interrupt_the_second_run)
+    with pytest.raises(KeyboardInterrupt), save_runs(tmp_path):
+        gmlp.run("smoke", progress=False)
+    saved = json.loads(partial_path("gmlp", "smoke", tmp_path).read_text())
+    assert [run["label"] for run in saved["runs"]] == ["transformer"] and saved["runs_total"] == 3
+    labels.clear()
+    with save_runs(tmp_path):
+        resumed = gmlp.run("smoke", progress=False)
+    assert "resuming: 1 of 3 runs already done" in capsys.readouterr().out
+    assert labels == ["gmlp", "amlp"]  # only the missing runs ran
+    assert without_timings(resumed) == without_timings(results)  # the numbers of a run never interrupted

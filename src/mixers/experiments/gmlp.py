@@ -18,20 +18,22 @@ model the loss curves, best validation loss, loss over the whole validation spli
 second, parameter count and a text sample; and for the two gMLP models the causal spatial
 weights W of every layer at a few training steps (its lower triangle, 4 significant digits;
 ``weight_from_rows`` rebuilds it), with how Toeplitz each one is (``toeplitz_score``) and the
-mean of each of its diagonals.
+mean of each of its diagonals. Each model is one job of ``mixers.experiments.run_jobs``: the
+command line saves it as it finishes, and a rerun resumes from the models already trained.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import asdict, replace
 
 import torch
 
 from ..data import CharDataset
 from ..gmlp import SpatialGatingUnit, diagonal_means, gmlp_param_count, toeplitz_score
 from ..train import StepInfo, build_model, evaluate_sequential, run_profile, sample
-from . import cpu_threads, experiment_settings, main
+from . import Experiment, cpu_threads, experiment_settings, first_provenance, main, run_jobs
 
 NAME = "gmlp"
 DURATIONS = {"smoke": "seconds", "cpu": "about 6 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
@@ -134,67 +136,79 @@ class SpatialWeightRecorder:
                 self.snapshots[info.step] = [unit.spatial_weight().float().cpu().clone() for unit in units]
 
 
+def shared_settings(profile: str, vocab_size: int) -> dict:
+    """Everything the three runs of ``profile`` share, as the results record it, with each arm's
+    model (``arms``: ModelConfig fields over the profile's, with its matched ``d_ff``)."""
+    base, settings, model_settings = experiment_settings(profile, SETTINGS)
+    d_model, block_size = model_settings["d_model"], model_settings["block_size"]
+    # The transformer's block sets the parameter budget; each gMLP arm gets the d_ffn that matches it.
+    transformer = build_model(vocab_size, base, **settings["model"], **ARMS["transformer"])
+    block_budget = sum(p.numel() for p in transformer.blocks[0].parameters())
+    arms = {"transformer": {**settings["model"], **ARMS["transformer"]}}
+    for name, tiny in TINY_ATTENTION.items():
+        arms[name] = {**settings["model"], **ARMS[name], "d_ff": matched_d_ffn(block_budget, d_model, block_size, tiny)}
+    train = asdict(replace(base.train, **settings["train"]))
+    return {"model": model_settings, "train": train,
+            "snapshot_steps": sorted(set(settings["snapshot_steps"]) | {train["steps"]}),
+            "full_val_windows": settings["full_val_windows"], "threads": torch.get_num_threads(),
+            "block_budget": block_budget, "arms": arms, "sample_tokens": settings["sample_tokens"]}
+
+
+def _spatial_weights(recorder: SpatialWeightRecorder) -> dict:
+    """What the results keep of the W that ``recorder`` saved: per step and layer, W, its Toeplitz
+    score and its diagonal means."""
+    snapshots = dict(sorted(recorder.snapshots.items()))
+    return {
+        "steps": list(snapshots),
+        # W[step index][layer]: lower-triangle rows, see weight_from_rows
+        "weights": [[_lower_rows(w) for w in layers] for layers in snapshots.values()],
+        "toeplitz_score": [[toeplitz_score(w) for w in layers] for layers in snapshots.values()],
+        "diagonal_means": [[[float(f"{m:.4g}") for m in diagonal_means(w).tolist()] for w in layers]
+                           for layers in snapshots.values()],
+    }
+
+
+def run_one(dataset: CharDataset, profile: str, settings: dict, label: str, progress: bool = False) -> dict:
+    """Train the arm ``label`` under ``settings`` (``shared_settings``); return its entry."""
+    overrides = settings["arms"][label]
+    recorder = SpatialWeightRecorder(settings["snapshot_steps"] if label in TINY_ATTENTION else ())
+    model, result = run_profile(dataset, profile, model_overrides=overrides, train_overrides=settings["train"],
+                                progress=progress, description=f"{NAME} {label}", callback=recorder)
+    full_val = evaluate_sequential(model, dataset.val, result.train_config["seq_len"],
+                                   max_windows=settings["full_val_windows"])
+    entry = {
+        "label": label,
+        "model_overrides": overrides,
+        "d_ffn": overrides.get("d_ff"),
+        "block_parameters": sum(p.numel() for p in model.blocks[0].parameters()),
+        "result": result.to_dict(),
+        "full_val_loss": full_val,
+        "full_val_bpc": full_val / math.log(2),
+        "sample": sample(model, dataset, prompt="ROMEO:\n", max_new_tokens=settings["sample_tokens"]),
+    }
+    if label in TINY_ATTENTION:
+        entry["spatial_weights"] = _spatial_weights(recorder)
+    return entry
+
+
 @cpu_threads(CPU_THREADS)
 def run(profile: str, progress: bool = True) -> dict:
     """Train the three arms under ``profile``; return their results with provenance."""
     start = time.perf_counter()
-    base, settings, model_settings = experiment_settings(profile, SETTINGS)
     dataset = CharDataset.shakespeare()
-    vocab = dataset.tokenizer.vocab_size
-    d_model, n_layers, block_size = (model_settings[k] for k in ("d_model", "n_layers", "block_size"))
-
-    # The transformer's block sets the parameter budget; each gMLP arm gets the d_ffn that matches it.
-    transformer = build_model(vocab, base, **settings["model"], **ARMS["transformer"])
-    block_budget = sum(p.numel() for p in transformer.blocks[0].parameters())
-    arms = {"transformer": dict(ARMS["transformer"])}
-    for name, tiny in TINY_ATTENTION.items():
-        arms[name] = {**ARMS[name], "d_ff": matched_d_ffn(block_budget, d_model, block_size, tiny)}
-
-    train_overrides = settings["train"]
-    final_step = train_overrides.get("steps", base.train.steps)
-    snapshot_steps = sorted(set(settings["snapshot_steps"]) | {final_step})
-    runs = {}
-    for name, arm in arms.items():
-        overrides = {**settings["model"], **arm}
-        recorder = SpatialWeightRecorder(snapshot_steps if name in TINY_ATTENTION else ())
-        model, result = run_profile(dataset, base, model_overrides=overrides, train_overrides=train_overrides,
-                                    progress=progress, description=f"{NAME} {name}", callback=recorder)
-        block_parameters = sum(p.numel() for p in model.blocks[0].parameters())
-        full_val = evaluate_sequential(model, dataset.val, result.train_config["seq_len"],
-                                       max_windows=settings["full_val_windows"])
-        entry = {
-            "label": name,
-            "model_overrides": overrides,
-            "d_ffn": arm.get("d_ff"),
-            "block_parameters": block_parameters,
-            "result": result.to_dict(),
-            "full_val_loss": full_val,
-            "full_val_bpc": full_val / math.log(2),
-            "sample": sample(model, dataset, prompt="ROMEO:\n", max_new_tokens=settings["sample_tokens"]),
-        }
-        if name in TINY_ATTENTION:
-            snapshots = dict(sorted(recorder.snapshots.items()))
-            entry["spatial_weights"] = {
-                "steps": list(snapshots),
-                # W[step index][layer]: lower-triangle rows, see weight_from_rows
-                "weights": [[_lower_rows(w) for w in layers] for layers in snapshots.values()],
-                "toeplitz_score": [[toeplitz_score(w) for w in layers] for layers in snapshots.values()],
-                "diagonal_means": [[[float(f"{m:.4g}") for m in diagonal_means(w).tolist()] for w in layers]
-                                   for layers in snapshots.values()],
-            }
-        runs[name] = entry
-
+    settings = shared_settings(profile, dataset.tokenizer.vocab_size)
+    experiment = Experiment(NAME, profile, settings, ("label",), [(name,) for name in settings["arms"]])
+    records, resumed = run_jobs(experiment, lambda job: run_one(dataset, profile, settings, *job, progress=progress))
+    model = settings["model"]
     return {
         "experiment": NAME,
-        "model": (f"{n_layers} layers, d_model {d_model}, context {block_size}: transformer (attention + gelu, "
-                  f"learned positions) vs gMLP and aMLP (channel mixer none, no positions), d_ffn matched "
-                  f"to the transformer's parameters per block"),
-        "settings": {"model": model_settings, "train": runs["transformer"]["result"]["train_config"],
-                     "snapshot_steps": snapshot_steps,
-                     "full_val_windows": settings["full_val_windows"], "threads": torch.get_num_threads(),
-                     "block_budget": block_budget},
-        "runs": runs,
-        "provenance": {**runs["transformer"]["result"]["provenance"], "wall_time_s": time.perf_counter() - start},
+        "model": (f"{model['n_layers']} layers, d_model {model['d_model']}, context {model['block_size']}: "
+                  f"transformer (attention + gelu, learned positions) vs gMLP and aMLP (channel mixer none, no "
+                  f"positions), d_ffn matched to the transformer's parameters per block"),
+        "settings": settings,
+        "runs": {record["label"]: record for record in records},
+        "provenance": {**first_provenance(records, profile), "resumed_runs": resumed,
+                       "wall_time_s": time.perf_counter() - start},
     }
 
 
