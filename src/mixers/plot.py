@@ -13,6 +13,9 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 import torch
 
+from ._checks import (check_bool, check_choice, check_finite_float, check_flags, check_non_negative_float,
+                      check_non_negative_int, check_positive_float, check_positive_int)
+
 
 def _finish(ax, title: str | None):
     """The grid, legend and title every line plot here ends with."""
@@ -27,6 +30,22 @@ def _axes(ax):
     return ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
 
 
+def _check_vmax(vmax) -> None:
+    """None (the data's largest magnitude) or a positive finite colour limit."""
+    if vmax is not None:
+        check_positive_float("vmax", vmax)
+
+
+def _check_points(points) -> None:
+    if check_positive_int("points", points) < 2:
+        raise ValueError(f"points must be an int >= 2 (a curve or a grid needs two), got {points}")
+
+
+def _check_titles(titles, count: int) -> None:
+    if titles is not None and (isinstance(titles, str) or len(titles) != count):
+        raise ValueError(f"titles must be one per panel ({count}), got {titles!r}")
+
+
 # Curves are told apart by line style and marker as well as colour (colour alone fails readers
 # with colour-blindness and grey-scale prints): the i-th curve of a plot gets style(i).
 LINESTYLES = ("-", "--", "-.", ":")
@@ -34,7 +53,9 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def style(i: int, markers: bool = True) -> dict:
-    """Colour, line style and (with ``markers``) marker of the ``i``-th curve of a plot."""
+    """Colour, line style and (with ``markers``) marker of the ``i``-th curve of a plot (i >= 0)."""
+    check_non_negative_int("i", i)
+    check_bool("markers", markers)
     looks = {"color": f"C{i % 10}", "linestyle": LINESTYLES[i % len(LINESTYLES)]}
     if markers:
         looks["marker"] = MARKERS[i % len(MARKERS)]
@@ -52,8 +73,15 @@ def panel_grid(count: int, size: tuple[float, float], pad: float = 0.0, **subplo
     with ``pad`` inches to spare (for a colour bar); the last row's empty places are removed.
 
     Returns ``(figure, axes)``, ``axes`` a list of ``count`` Axes in reading order. Extra keyword
-    arguments (``sharey=True``, ...) go to ``plt.subplots``.
+    arguments (``sharey=True``, ...) go to ``plt.subplots``. ``count`` is a positive int, ``size``
+    two positive floats, ``pad`` a non-negative float.
     """
+    check_positive_int("count", count)
+    if isinstance(size, str) or not hasattr(size, "__len__") or len(size) != 2:
+        raise ValueError(f"size must be two positive floats (width, height) in inches, got {size!r}")
+    check_positive_float("size[0]", size[0])
+    check_positive_float("size[1]", size[1])
+    check_non_negative_float("pad", pad)
     columns = min(count, max(1, int((MAX_WIDTH - pad) // size[0])))
     rows = math.ceil(count / columns)
     fig, grid = plt.subplots(rows, columns, figsize=(size[0] * columns + pad, size[1] * rows), squeeze=False,
@@ -90,6 +118,7 @@ def loss_curves(runs: dict[str, dict], ax=None, train: bool = True, title: str |
 
     ``runs`` maps a label to a ``TrainResult.to_dict()`` (``steps``, ``train_loss``, ``val_loss``).
     """
+    check_bool("train", train)
     ax = _axes(ax)
     for i, (label, run) in enumerate(runs.items()):
         looks = style(i)  # the run's colour and marker; solid for validation, dashed for training
@@ -120,6 +149,7 @@ def heatmap(
     **imshow_kwargs,
 ):
     """A 2-d tensor as an image: rows = queries (``y``), columns = keys (``x``), with a colour bar."""
+    check_bool("colorbar", colorbar)
     ax = _axes(ax)
     values = matrix.detach().float().cpu()
     if values.dim() != 2:
@@ -155,7 +185,9 @@ def attention_heads(
     All heads share the colour scale [0, 1], so their sharpness can be compared at a glance. Draws
     into ``axes`` (one per head) or a new grid of axes; returns the axes.
     """
+    check_bool("colorbar", colorbar)
     values, axes = _panels(weights, "weights", "[heads, q_len, k_len] or [q_len, k_len]", axes, (2.9, 2.9), 0.6)
+    _check_titles(titles, len(axes))
     heads = values.shape[0]
     key_tokens = tokens if key_tokens is None else key_tokens
     for h, ax in enumerate(axes):
@@ -179,8 +211,16 @@ def activation_curves(
     points: int = 401,
     title: str | None = None,
 ):
-    """Each activation ``f(z)`` of ``mixers.feed_forward.ACTIVATIONS`` named in ``names``, over ``z``."""
+    """Each activation ``f(z)`` of ``mixers.feed_forward.ACTIVATIONS`` named in ``names``, over ``z``
+    from ``z_range[0]`` to ``z_range[1]`` (finite, increasing) at ``points`` (>= 2) points."""
     from .feed_forward import ACTIVATIONS
+
+    if isinstance(names, str):
+        raise TypeError(f"names must be a sequence of activation names, not a str, got {names!r}")
+    low, high = z_range if len(z_range) == 2 else (0.0, 0.0)
+    if check_finite_float("z_range[0]", low) >= check_finite_float("z_range[1]", high):
+        raise ValueError(f"z_range must be two finite floats (low, high) with low < high, got {z_range!r}")
+    _check_points(points)
 
     ax = _axes(ax)
     z = torch.linspace(*z_range, points)
@@ -212,9 +252,15 @@ def gate_surface(
     outputs ``f(a)·b``, an ungated one ``f(a)`` whatever ``b`` is. ``activation`` is a key of
     ``mixers.feed_forward.ACTIVATIONS``. Drawn as a diverging colour map (red > 0 > blue) over
     ``[-extent, extent]²`` with black contours; ``vmax`` fixes the colour scale (default: the
-    largest absolute value), so several panels can share one.
+    largest absolute value), so several panels can share one. ``extent`` and ``vmax`` are positive
+    finite floats, ``points`` an int >= 2.
     """
     from .feed_forward import ACTIVATIONS
+
+    check_flags(gated=gated, colorbar=colorbar)
+    check_positive_float("extent", extent)
+    _check_points(points)
+    _check_vmax(vmax)
 
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be a key of ACTIVATIONS {list(ACTIVATIONS)}, got {activation!r}")
@@ -250,6 +296,7 @@ def loss_bands(
     ``groups`` maps a label to the ``TrainResult.to_dict()`` of each seed's run; the runs of a
     group must share their evaluation steps. ``metric`` is ``"val_loss"`` or ``"train_loss"``.
     """
+    check_choice("metric", metric, ("val_loss", "train_loss"))
     ax = _axes(ax)
     for i, (label, runs) in enumerate(groups.items()):
         steps = runs[0]["steps"]
@@ -305,15 +352,18 @@ def spatial_weights(
     the positions i that read, columns the positions j that are read.
 
     W is signed, so the colour scale is diverging and symmetric about 0 (white), shared by all
-    maps: ``[-vmax, vmax]`` with ``vmax`` the largest ``|W|`` unless given. Draws into ``axes``
-    (one per matrix) or a new grid of axes; returns the axes.
+    maps: ``[-vmax, vmax]`` with ``vmax`` (a positive float) the largest ``|W|`` unless given.
+    Draws into ``axes`` (one per matrix) or a new grid of axes; returns the axes.
     """
+    check_bool("colorbar", colorbar)
+    _check_vmax(vmax)
     if isinstance(weights, (list, tuple)):
         weights = torch.stack([torch.as_tensor(w) for w in weights])
     weights = torch.as_tensor(weights)
     if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(f"weights must be [k, seq, seq] or [seq, seq], got {tuple(weights.shape)}")
     values, axes = _panels(weights, "weights", "[k, seq, seq] or [seq, seq]", axes, (2.8, 2.8), 0.8, unit="matrix")
+    _check_titles(titles, len(axes))
     limit = float(values.abs().max()) if vmax is None else float(vmax)
     limit = limit if limit > 0 else 1.0
     for k, ax in enumerate(axes):
@@ -337,9 +387,11 @@ def diagonal_profile(
     """The mean of each diagonal of W against its offset k = i - j (how far back position i reads).
 
     ``means`` maps a label to the causal diagonal means ``m_0, m_1, ...`` (``gmlp.diagonal_means``);
-    ``max_offset`` crops the offsets shown. A Toeplitz W is *exactly* ``W[i, j] = m_{i-j}``, so this
+    ``max_offset`` (None or an int >= 0) crops the offsets shown. A Toeplitz W is *exactly* ``W[i, j] = m_{i-j}``, so this
     one curve is then the whole matrix: a causal convolution filter.
     """
+    if max_offset is not None:
+        check_non_negative_int("max_offset", max_offset)  # a negative one would crop from the end
     ax = _axes(ax)
     for i, (label, values) in enumerate(means.items()):
         values = torch.as_tensor(values, dtype=torch.float64).cpu()
@@ -371,6 +423,7 @@ def alibi_slope_grid(head_counts: Sequence[int] = range(1, 17), ax=None, annotat
     """
     from .alibi import alibi_slopes
 
+    check_bool("annotate", annotate)
     ax = _axes(ax)
     counts = list(head_counts)
     width = max(counts)
@@ -402,8 +455,10 @@ def bias_heads(bias: torch.Tensor, axes=None, titles: Sequence[str] | None = Non
     value to 0; ``-inf`` (not allowed: the causal mask) is left blank, grey, so that it cannot be
     mistaken for a large finite penalty. Returns the axes.
     """
+    check_bool("colorbar", colorbar)
     values, axes = _panels(bias, "bias", "[heads, q_len, k_len] or [q_len, k_len]", axes, (2.4, 2.6), 0.8,
                            dtype=torch.float64)
+    _check_titles(titles, len(axes))
     finite = values[torch.isfinite(values)]
     low = finite.min().item() if finite.numel() else -1.0
     low = low if low < 0 else -1.0
@@ -429,7 +484,10 @@ def extrapolation_curves(runs: dict[str, list[dict]], train_length: int, ax=None
     model is not defined at that length). A scheme whose line stops early gets an ``x`` at its
     last length and the words "not defined past L", rather than silently ending. The training
     length is a dotted vertical line; the x axis is logarithmic, base 2, as in the ALiBi paper.
+    ``train_length`` is a positive int.
     """
+    check_positive_int("train_length", train_length)
+    check_bool("perplexity", perplexity)
     ax = _axes(ax)
     for i, (scheme, rows) in enumerate(runs.items()):
         defined = [(row["length"], row["loss"]) for row in rows if row["loss"] is not None]
@@ -453,8 +511,15 @@ def per_position_curves(curves: dict[str, Sequence[float] | None], train_length:
 
     ``curves`` maps a scheme to its per-position losses (None: not defined at this length, shown
     in the legend as such). The training length L is a dotted vertical line: to its right, every
-    position is one the model never saw in training.
+    position is one the model never saw in training. ``train_length`` and ``bin_size`` are
+    positive ints, ``bin_size`` at most the length of every curve.
     """
+    check_positive_int("train_length", train_length)
+    check_positive_int("bin_size", bin_size)
+    for scheme, values in curves.items():
+        if values is not None and len(values) < bin_size:  # no whole bin: the curve would vanish
+            raise ValueError(f"bin_size={bin_size} is longer than the curve of {scheme!r} "
+                             f"({len(values)} positions)")
     ax = _axes(ax)
     for i, (scheme, values) in enumerate(curves.items()):
         if values is None:
@@ -480,6 +545,7 @@ def benchmark_curves(results: list[dict], mode: str = "forward", metric: str = "
     """
     if metric not in ("time", "memory"):
         raise ValueError(f"metric must be 'time' or 'memory', got {metric!r}")
+    check_choice("mode", mode, ("forward", "forward_backward"))  # another name: every line "n/a"
     ax = _axes(ax)
     names = list(results[0]["implementations"])
     for i, name in enumerate(names):
