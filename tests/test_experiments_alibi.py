@@ -16,9 +16,10 @@ import mixers.alibi as alibi_module
 from mixers.bench import alibi as bench
 from mixers.bench import peak_memory, time_interleaved
 from mixers.experiments import alibi_extrapolation as experiment
+from mixers.experiments import partial_path, save_runs
 from mixers.model import LanguageModel, ModelConfig
-from mixers.results import to_json
-from mixers.train import evaluate_sequential
+from mixers.results import to_json, without_timings
+from mixers.train import TrainingDiverged, evaluate_sequential
 
 from helpers import run_smoke_restoring_threads
 
@@ -88,6 +89,45 @@ def test_per_position_loss_averages_to_evaluate_sequential(shakespeare):
 def test_unknown_profile_is_rejected():
     with pytest.raises(ValueError, match="profile"):
         experiment.run("huge", progress=False)
+
+
+def test_an_interrupted_run_resumes_with_the_same_results(results, tmp_path, monkeypatch, capsys):
+    real, schemes = experiment.run_one, []
+
+    def interrupt_the_second_run(dataset, profile, settings, scheme, progress=False):
+        schemes.append(scheme)
+        if schemes == ["none", "sinusoidal"]:
+            raise KeyboardInterrupt  # a Ctrl-C while the second scheme trains, the first time
+        return real(dataset, profile, settings, scheme, progress)
+
+    monkeypatch.setattr(experiment, "run_one", interrupt_the_second_run)
+    with pytest.raises(KeyboardInterrupt), save_runs(tmp_path):
+        experiment.run("smoke", progress=False)
+    saved = json.loads(partial_path("alibi_extrapolation", "smoke", tmp_path).read_text())
+    assert [run["scheme"] for run in saved["runs"]] == ["none"]
+    schemes.clear()
+    with save_runs(tmp_path):
+        resumed = experiment.run("smoke", progress=False)
+    assert "resuming: 1 of 6 runs already done" in capsys.readouterr().out
+    assert schemes == list(experiment.SCHEMES)[1:]  # only the missing runs ran
+    assert without_timings(resumed) == without_timings(results)  # the numbers of a run never interrupted
+
+
+def test_a_diverging_scheme_is_recorded_and_the_others_kept(results, monkeypatch):
+    real = experiment.run_profile
+
+    def diverge_rotary(dataset, profile, model_overrides, **kwargs):
+        if model_overrides["token_mixer"] == "rotary":
+            raise TrainingDiverged("the training loss is inf at step 9 of 60")
+        return real(dataset, profile, model_overrides=model_overrides, **kwargs)
+
+    monkeypatch.setattr(experiment, "run_profile", diverge_rotary)
+    monkeypatch.setattr(experiment, "SCHEMES", {name: experiment.SCHEMES[name] for name in ("rotary", "alibi")})
+    out = experiment.run("smoke", progress=False)
+    rotary, alibi = out["runs"]
+    assert rotary == {"scheme": "rotary", "diverged": True, "error": "the training loss is inf at step 9 of 60"}
+    assert without_timings(alibi) == without_timings(next(r for r in results["runs"] if r["scheme"] == "alibi"))
+    assert out["provenance"]["seeds"] == alibi["result"]["provenance"]["seeds"]  # from the run that finished
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,12 +29,15 @@ and the results say so (``loss: null`` with the error message) instead of invent
 
 It writes ``alibi_extrapolation-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the
 chapter's): per scheme the loss curves, the loss at each evaluation length, the per-position
-losses, and the provenance of the run.
+losses, and the provenance of the run. Each scheme, trained and evaluated, is one job of
+``mixers.experiments.run_jobs``: the command line saves it as it finishes, a rerun resumes, and
+a scheme whose training diverges is recorded as such while the others carry on.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, replace
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +45,7 @@ import torch.nn.functional as F
 from ..data import CharDataset, sequential_windows
 from ..model import LanguageModel
 from ..train import run_profile
-from . import cpu_threads, evaluation_windows, experiment_settings, main
+from . import Experiment, cpu_threads, evaluation_windows, experiment_settings, first_provenance, main, run_jobs
 
 NAME = "alibi_extrapolation"
 DURATIONS = {"smoke": "seconds", "cpu": "about 9 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
@@ -157,53 +160,66 @@ def evaluate_lengths(model: LanguageModel, data: torch.Tensor, lengths: list[int
     return rows
 
 
+def shared_settings(profile: str, val_tokens: int) -> dict:
+    """Everything the runs of ``profile`` share, as the results record it; checked before any run
+    (``val_tokens``: the length of the validation split the evaluation reads)."""
+    base, settings, model_settings = experiment_settings(profile, SETTINGS)
+    train = asdict(replace(base.train, **settings["train"]))
+    train_length = model_settings["block_size"]
+    if train["seq_len"] != train_length:
+        raise ValueError("the training seq_len must equal block_size: L is both the training length "
+                         "and the number of learned positions")
+    if settings["eval_tokens"] + 1 > val_tokens:
+        raise ValueError(f"eval_tokens={settings['eval_tokens']} exceeds the validation split ({val_tokens} tokens)")
+    return {
+        "model": model_settings,
+        "train": train,
+        "train_length": train_length,
+        "factors": list(settings["factors"]),
+        "eval_lengths": [f * train_length for f in settings["factors"]],
+        "eval_tokens": settings["eval_tokens"],
+        "eval_split": "val",
+        "schemes": {scheme: {"token_mixer": m, "positions": p} for scheme, (m, p) in SCHEMES.items()},
+    }
+
+
+def run_one(dataset: CharDataset, profile: str, settings: dict, scheme: str, progress: bool = False) -> dict:
+    """Train the model of ``scheme`` under ``settings`` (``shared_settings``) and evaluate it at
+    every length; return its record."""
+    token_mixer, positions = SCHEMES[scheme]
+    overrides = {**settings["model"], "token_mixer": token_mixer, "positions": positions}
+    model, result = run_profile(dataset, profile, model_overrides=overrides, train_overrides=settings["train"],
+                                progress=progress, description=f"{NAME} {scheme}")
+    eval_start = time.perf_counter()
+    evaluation = evaluate_lengths(model, dataset.val, settings["eval_lengths"], settings["eval_tokens"])
+    return {
+        "scheme": scheme,
+        "token_mixer": token_mixer,
+        "positions": positions,
+        "result": result.to_dict(),
+        "eval": evaluation,
+        "eval_time_s": time.perf_counter() - eval_start,
+    }
+
+
 @cpu_threads(CPU_THREADS)
 def run(profile: str, progress: bool = True) -> dict:
     """Train every scheme at the training length of ``profile`` and evaluate it at longer lengths."""
     start = time.perf_counter()
-    base, settings, model_settings = experiment_settings(profile, SETTINGS)
-    train_length = model_settings["block_size"]
-    if settings["train"].get("seq_len", base.train.seq_len) != train_length:
-        raise ValueError("the training seq_len must equal block_size: L is both the training length "
-                         "and the number of learned positions")
-    lengths = [f * train_length for f in settings["factors"]]
     dataset = CharDataset.shakespeare()
-    eval_tokens = settings["eval_tokens"]
-    if eval_tokens + 1 > len(dataset.val):
-        raise ValueError(f"eval_tokens={eval_tokens} exceeds the validation split ({len(dataset.val)} tokens)")
-
-    runs = []
-    for scheme, (token_mixer, positions) in SCHEMES.items():
-        overrides = {**settings["model"], "token_mixer": token_mixer, "positions": positions}
-        model, result = run_profile(dataset, base, model_overrides=overrides, train_overrides=settings["train"],
-                                    progress=progress, description=f"{NAME} {scheme}")
-        eval_start = time.perf_counter()
-        evaluation = evaluate_lengths(model, dataset.val, lengths, eval_tokens)
-        runs.append({
-            "scheme": scheme,
-            "token_mixer": token_mixer,
-            "positions": positions,
-            "result": result.to_dict(),
-            "eval": evaluation,
-            "eval_time_s": time.perf_counter() - eval_start,
-        })
+    settings = shared_settings(profile, len(dataset.val))
+    experiment = Experiment(NAME, profile, settings, ("scheme",), [(scheme,) for scheme in SCHEMES])
+    runs, resumed = run_jobs(experiment, lambda job: run_one(dataset, profile, settings, *job, progress=progress))
+    model = settings["model"]
     return {
         "experiment": NAME,
-        "model": f"causal transformer, d_model {model_settings['d_model']}, {model_settings['n_layers']} layers, "
-                 f"{model_settings['n_heads']} heads, gelu feed-forward; trained at L = {train_length}; "
+        "model": f"causal transformer, d_model {model['d_model']}, {model['n_layers']} layers, "
+                 f"{model['n_heads']} heads, gelu feed-forward; trained at L = {settings['train_length']}; "
                  f"schemes: {', '.join(SCHEMES)}",
-        "settings": {
-            "model": model_settings,
-            "train": runs[0]["result"]["train_config"],
-            "train_length": train_length,
-            "factors": list(settings["factors"]),
-            "eval_lengths": lengths,
-            "eval_tokens": eval_tokens,
-            "eval_split": "val",
-            "schemes": {scheme: {"token_mixer": m, "positions": p} for scheme, (m, p) in SCHEMES.items()},
-        },
+        "settings": settings,
         "runs": runs,
-        "provenance": {**runs[0]["result"]["provenance"], "wall_time_s": time.perf_counter() - start},
+        "provenance": {**first_provenance(runs, profile), "resumed_runs": resumed,
+                       "wall_time_s": time.perf_counter() - start},
     }
 
 
