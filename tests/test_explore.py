@@ -227,13 +227,14 @@ def test_saved_widget_state_keeps_what_a_shown_output_reaches():
     (dict(colours=1000), ValueError, "colours"),
     (dict(colours=16.0), TypeError, "colours"),
     (dict(alt="a picture"), TypeError, "alt must be a callable"),
+    (dict(controls={"a": "xy"}), TypeError, r"controls\['a'\] must be a list of values or a callable, not the str"),
     (dict(label=None), TypeError, "label must be a callable"),
 ])
 def test_bad_settings_are_refused_by_name_before_anything_is_drawn(kwargs, error, match):
     """An initial value not among a control's values silently showed its first value instead."""
     drawn = []
     with pytest.raises(error, match=match):
-        precomputed_view(lambda **s: drawn.append(s) or draw(**s), {"a": [1, 2]}, **{"alt": alt, **kwargs})
+        precomputed_view(lambda **s: drawn.append(s) or draw(**s), **{"controls": {"a": [1, 2]}, "alt": alt, **kwargs})
     assert drawn == []
 
 

@@ -818,6 +818,8 @@ def test_a_model_smaller_than_the_dataset_s_vocabulary_is_refused_before_trainin
     (lambda m, d: evaluate(m, d.val, 16, 1, 2, seed=1.5), TypeError, "seed"),
     (lambda m, d: evaluate(m, d.val, 16, 1, 2, amp="no"), TypeError, "amp must be a bool"),
     (lambda m, d: evaluate_sequential(m, d.val[:100], 16, cpu_amp=1), TypeError, "cpu_amp must be a bool"),
+    (lambda m, d: train(m, d, TINY.train, "cpu", profile=None, progress=False), TypeError, "profile must be a str"),
+    (lambda m, d: train(m, d, TINY.train, "cpu", progress=False, description=3), TypeError, "description"),
     (lambda m, d: build_model(65, "smoke"), TypeError, "profile must be a Profile"),
     (lambda m, d: run_profile(d, TINY, model_overrides=[("d_model", 8)]), TypeError, "model_overrides"),
     (lambda m, d: uses_bf16(torch.device("cpu"), amp="no"), TypeError, "amp"),

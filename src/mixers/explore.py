@@ -101,6 +101,8 @@ def precomputed_view(draw: Callable[..., Any], controls: dict[str, Values], *,
     if not controls:
         raise ValueError("controls: give at least one control")
     for name, values in controls.items():
+        if isinstance(values, str):  # it would be read as one value per character
+            raise TypeError(f"controls[{name!r}] must be a list of values or a callable, not the str {values!r}")
         if not callable(values) and not len(values):
             raise ValueError(f"controls[{name!r}] has no values")
     for name, function in (("draw", draw), ("alt", alt), ("label", label)):

@@ -325,7 +325,7 @@ def train(
     outside the timings. A NaN or infinite loss raises ``TrainingDiverged``. A model whose
     vocabulary is smaller than the dataset's is refused before the first step.
     """
-    _check_arguments(model, dataset, config=config, progress=progress, callback=callback)
+    _check_arguments(model, dataset, config, progress, callback, profile, description)
     device = torch.device(device) if device is not None else default_device()
     torch.manual_seed(config.seed)
     batch_generator = torch.Generator().manual_seed(config.seed)
@@ -402,7 +402,7 @@ def train(
     return result
 
 
-def _check_arguments(model, dataset, config=None, progress=False, callback=None) -> None:
+def _check_arguments(model, dataset, config=None, progress=False, callback=None, profile="", description="") -> None:
     """Where a model meets a dataset: every id of the dataset must index the model's embedding
     table (checked once here; inside ``torch.compile`` the forward pass does not check its ids)."""
     if not isinstance(model, LanguageModel):
@@ -416,6 +416,9 @@ def _check_arguments(model, dataset, config=None, progress=False, callback=None)
     if config is not None and not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     check_bool("progress", progress)
+    for name, text in (("profile", profile), ("description", description)):
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be a str, got {text!r}")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be None or a callable taking a StepInfo, got {callback!r}")
 
