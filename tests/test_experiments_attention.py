@@ -1,14 +1,16 @@
-"""Smoke test of mixers.experiments.attention_scaling: the structure of its results, in seconds."""
+"""Smoke test of mixers.experiments.attention_scaling: the structure of its results, in seconds; a
+run that survives an interruption, and a resume that refuses other settings."""
 
+import itertools
 import json
 import math
 
 import pytest
 
 from mixers.attention import MultiHeadAttention
-from mixers.experiments import attention_scaling
+from mixers.experiments import attention_scaling, main, partial_path, save_runs
 from mixers.model import TOKEN_MIXERS, LanguageModel, ModelConfig
-from mixers.results import to_json
+from mixers.results import to_json, without_timings
 
 from helpers import run_smoke_restoring_threads
 
@@ -80,3 +82,55 @@ def test_smoke_results_have_provenance_and_serialise(results):
 def test_unknown_profile_is_rejected():
     with pytest.raises(ValueError, match="profile"):
         attention_scaling.run("huge", progress=False)
+
+
+def _interrupt_the_second_run(monkeypatch) -> list:
+    """Make ``run_one`` raise KeyboardInterrupt (a Ctrl-C) the second time it is called, and only
+    then; return the list of the (d_head, scaled) of the runs it trains."""
+    real, jobs, calls = attention_scaling.run_one, [], itertools.count(1)
+
+    def run_one(dataset, profile, settings, d_head, scaled, progress=False):
+        if next(calls) == 2:
+            raise KeyboardInterrupt
+        jobs.append((d_head, scaled))
+        return real(dataset, profile, settings, d_head, scaled, progress)
+
+    monkeypatch.setattr(attention_scaling, "run_one", run_one)
+    return jobs
+
+
+def test_an_interrupted_run_resumes_with_the_same_results(results, tmp_path, monkeypatch, capsys):
+    jobs = _interrupt_the_second_run(monkeypatch)
+    with pytest.raises(KeyboardInterrupt), save_runs(tmp_path):
+        attention_scaling.run("smoke", progress=False)
+    saved = json.loads(partial_path("attention_scaling", "smoke", tmp_path).read_text())
+    assert [(run["d_head"], run["scaled"]) for run in saved["runs"]] == jobs == [(16, True)]
+    jobs.clear()
+    with save_runs(tmp_path):
+        resumed = attention_scaling.run("smoke", progress=False)
+    assert "resuming: 1 of 4 runs already done" in capsys.readouterr().out
+    assert jobs == [(16, False), (64, True), (64, False)]  # only the missing runs ran
+    assert without_timings(resumed) == without_timings(results)  # the numbers of a run never interrupted
+
+
+def test_the_command_line_refuses_to_resume_with_other_settings(tmp_path, monkeypatch, capsys):
+    def cli():
+        main(attention_scaling.NAME, attention_scaling.run, "a test", attention_scaling.DURATIONS,
+             ["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
+
+    monkeypatch.setitem(attention_scaling.SETTINGS["smoke"], "head_sizes", (16,))
+    _interrupt_the_second_run(monkeypatch)
+    with pytest.raises(SystemExit) as info:
+        cli()
+    path = partial_path("attention_scaling", "smoke", tmp_path)
+    assert info.value.code == 130
+    assert f"the finished runs are saved in {path}; rerun the same command to resume" in capsys.readouterr().err
+    monkeypatch.setitem(attention_scaling.SETTINGS["smoke"], "head_sizes", (16, 64))
+    monkeypatch.setitem(attention_scaling.SETTINGS["smoke"], "train", {**attention_scaling.SETTINGS["smoke"]["train"],
+                                                                       "steps": 20})
+    with pytest.raises(SystemExit) as info:
+        cli()
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"{path} holds 1 run made with other settings" in err
+    assert "head_sizes: saved [16], now [16, 64]; train.steps: saved 40, now 20" in err and "--fresh" in err
+    assert len(json.loads(path.read_text())["runs"]) == 1  # the saved run is kept

@@ -9,21 +9,24 @@ within a pair. It writes ``attention_scaling-PROFILE.json`` (to ``runs/``; ``--o
 for the chapter's): per run the loss curves, and, at initialisation and after training, per
 layer the standard deviation of the attention scores, the mean entropy of the attention weights
 and the norm of the gradient that reaches the query and key projections; plus the provenance of
-the whole experiment.
+the whole experiment. Each (head size, scale) is one job of ``mixers.experiments.run_jobs``: the
+command line saves it as it finishes, a rerun resumes, and a run that diverges (the un-scaled
+arm at a large head size may) is recorded as such while the others carry on.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import asdict, replace
 
 import torch
 
 from ..attention import MultiHeadAttention
 from ..data import CharDataset, random_batch
 from ..model import LanguageModel
-from ..train import build_model, run_profile
-from . import cpu_threads, experiment_settings, main
+from ..train import build_model, get_profile, run_profile
+from . import Experiment, cpu_threads, experiment_settings, first_provenance, main, run_jobs
 
 NAME = "attention_scaling"
 DURATIONS = {"smoke": "seconds", "cpu": "about 3 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
@@ -113,54 +116,66 @@ def diagnostics(model: LanguageModel, x: torch.Tensor, y: torch.Tensor) -> dict[
     return out
 
 
+def shared_settings(profile: str) -> dict:
+    """Everything the runs of ``profile`` share, as the results record it, with the validation batch
+    every run's diagnostics read (``probe``)."""
+    base, settings, model_settings = experiment_settings(profile, SETTINGS)
+    train = asdict(replace(base.train, **settings["train"]))
+    for d_head in settings["head_sizes"]:
+        if model_settings["d_model"] % d_head:
+            raise ValueError(f"head size {d_head} does not divide d_model={model_settings['d_model']}")
+    return {"model": model_settings, "head_sizes": list(settings["head_sizes"]), "train": train,
+            "probe": {"split": "val", "batch_size": 8, "seq_len": train["seq_len"], "seed": 0}}
+
+
+def run_one(dataset: CharDataset, profile: str, settings: dict, d_head: int, scaled: bool,
+            progress: bool = False) -> dict:
+    """Train the model with heads of ``d_head`` and scaled (or raw) scores under ``settings``
+    (``shared_settings``); return its record, with the diagnostics before and after training."""
+    d_model = settings["model"]["d_model"]
+    overrides = {**settings["model"], "n_heads": d_model // d_head, "token_mixer": "attention",
+                 "attention_scale": ARMS["scaled" if scaled else "unscaled"]}
+    label = f"d_head={d_head}, {'scaled' if scaled else 'unscaled'}"
+    # One fixed validation batch for the diagnostics, the same for every run.
+    probe = settings["probe"]
+    generator = torch.Generator().manual_seed(probe["seed"])
+    x, y = random_batch(dataset.val, probe["batch_size"], probe["seq_len"], generator)
+    # run_profile seeds with the training seed before building, so this is its initial model.
+    torch.manual_seed(settings["train"]["seed"])
+    initial = diagnostics(build_model(dataset.tokenizer.vocab_size, get_profile(profile), **overrides), x, y)
+    model, result = run_profile(dataset, profile, model_overrides=overrides, train_overrides=settings["train"],
+                                progress=progress, description=f"{NAME} {label}")
+    device = next(model.parameters()).device
+    return {
+        "label": label,
+        "d_head": d_head,
+        "n_heads": d_model // d_head,
+        "scaled": scaled,
+        "scale": 1.0 / math.sqrt(d_head) if scaled else 1.0,
+        "token_mixer": "attention",
+        "result": result.to_dict(),
+        "initial": initial,
+        "final": diagnostics(model, x.to(device), y.to(device)),
+    }
+
+
 @cpu_threads(CPU_THREADS)
 def run(profile: str, progress: bool = True) -> dict:
     """Train every (head size, scaled/un-scaled) pair under ``profile``; return the results."""
     start = time.perf_counter()
-    base, settings, model_settings = experiment_settings(profile, SETTINGS)
     dataset = CharDataset.shakespeare()
-    d_model = model_settings["d_model"]
-    seq_len = settings["train"].get("seq_len", base.train.seq_len)
-    # One fixed validation batch for the diagnostics, the same for every run.
-    probe = random_batch(dataset.val, 8, seq_len, torch.Generator().manual_seed(0))
-
-    runs = []
-    for d_head in settings["head_sizes"]:
-        if d_model % d_head:
-            raise ValueError(f"head size {d_head} does not divide d_model={d_model}")
-        for arm, attention_scale in ARMS.items():
-            overrides = {**settings["model"], "n_heads": d_model // d_head, "token_mixer": "attention",
-                         "attention_scale": attention_scale}
-            label = f"d_head={d_head}, {arm}"
-            seed = settings["train"].get("seed", base.train.seed)
-            # run_profile seeds with the training seed before building, so this is its initial model.
-            torch.manual_seed(seed)
-            initial = diagnostics(build_model(dataset.tokenizer.vocab_size, base, **overrides), *probe)
-            model, result = run_profile(dataset, base, model_overrides=overrides,
-                                        train_overrides=settings["train"], progress=progress,
-                                        description=f"{NAME} {label}")
-            device = next(model.parameters()).device
-            final = diagnostics(model, *(t.to(device) for t in probe))
-            runs.append({
-                "label": label,
-                "d_head": d_head,
-                "n_heads": d_model // d_head,
-                "scaled": arm == "scaled",
-                "scale": 1.0 / math.sqrt(d_head) if arm == "scaled" else 1.0,
-                "token_mixer": "attention",
-                "result": result.to_dict(),
-                "initial": initial,
-                "final": final,
-            })
+    settings = shared_settings(profile)
+    experiment = Experiment(NAME, profile, settings, ("d_head", "scaled"),
+                            [(d_head, arm == "scaled") for d_head in settings["head_sizes"] for arm in ARMS])
+    runs, resumed = run_jobs(experiment, lambda job: run_one(dataset, profile, settings, *job, progress=progress))
     return {
         "experiment": NAME,
-        "model": f"causal attention + gelu, learned positions; d_model {d_model}, "
-                 f"{model_settings['n_layers']} layers; scaled (1/sqrt(d_head)) vs un-scaled (1) scores",
-        "settings": {"model": model_settings, "head_sizes": list(settings["head_sizes"]),
-                     "train": runs[0]["result"]["train_config"], "probe": {"split": "val", "batch_size": 8,
-                                                                          "seq_len": seq_len, "seed": 0}},
+        "model": f"causal attention + gelu, learned positions; d_model {settings['model']['d_model']}, "
+                 f"{settings['model']['n_layers']} layers; scaled (1/sqrt(d_head)) vs un-scaled (1) scores",
+        "settings": settings,
         "runs": runs,
-        "provenance": {**runs[0]["result"]["provenance"], "wall_time_s": time.perf_counter() - start},
+        "provenance": {**first_provenance(runs, profile), "resumed_runs": resumed,
+                       "wall_time_s": time.perf_counter() - start},
     }
 
 
