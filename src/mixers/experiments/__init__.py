@@ -319,10 +319,11 @@ def main(name: str, run: Callable[..., dict], description: str, durations: dict[
     try:
         with save_runs(args.out, fresh=args.fresh):
             results = run(profile, progress=not args.no_progress)
+        written = save_results(name, profile, results, args.out)
     except (SettingsMismatch, CorruptResults) as error:
         parser.exit(2, f"error: {error}\n")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # also while the results are written: that is atomic, the partial file is whole
         print(_interrupted(path), file=sys.stderr)
         sys.exit(130)
-    print(f"wrote {save_results(name, profile, results, args.out)}")
+    print(f"wrote {written}")
     path.unlink(missing_ok=True)  # the results hold every run now
