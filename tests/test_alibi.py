@@ -349,7 +349,7 @@ def test_flex_logic_matches_eager_on_many_cases(causal, uncompiled_flex):
     key_padding_mask = torch.zeros(2, 8, dtype=torch.bool)
     key_padding_mask[0, :2] = True
     mask = torch.rand(2, 4, 8, 8) > 0.3
-    mask[..., -1] = True  # every query may attend to at least its last key
+    mask |= torch.eye(8, dtype=torch.bool)  # every query may attend to itself, causal or not
     with torch.no_grad():
         for kwargs in ({}, {"token_mask": ~key_padding_mask}, {"mask": mask},
                        {"mask": mask[:, :1], "token_mask": ~key_padding_mask}):
@@ -389,17 +389,20 @@ def test_flex_refuses_attention_dropout_while_training():
 def test_causal_block_mask_is_cached_per_lengths_and_equals_a_fresh_one():
     from torch.nn.attention.flex_attention import create_block_mask
 
-    cpu = torch.device("cpu")
+    cpu, block = torch.device("cpu"), alibi_module.FLEX_BLOCK_SIZE
     assert alibi_module.causal_block_mask(300, 300, cpu) is alibi_module.causal_block_mask(300, 300, cpu)
-    for q_len, k_len in [(300, 300), (1, 300), (44, 300), (129, 257)]:
+    for q_len, k_len in [(300, 300), (1, 300), (44, 300), (129, 257), (40, 40), (128, 128)]:
         cached = alibi_module.causal_block_mask(q_len, k_len, cpu)
         offset = k_len - q_len
-        fresh = create_block_mask(lambda b, h, i, j: j <= i + offset, None, None, q_len, k_len, device=cpu)
-        assert cached.shape == fresh.shape
+        whole_q, whole_k = -(-q_len // block) * block, -(-k_len // block) * block  # whole blocks
+        fresh = create_block_mask(lambda b, h, i, j: (j <= i + offset) & (j < k_len), None, None,
+                                  whole_q, whole_k, device=cpu)
+        assert cached.shape == fresh.shape == (1, 1, whole_q, whole_k)
         assert torch.equal(cached.to_dense(), fresh.to_dense())
-        # and the mask it encodes, position by position (a loop, independent of flex)
-        dense = torch.tensor([[j <= i + offset for j in range(k_len)] for i in range(q_len)])
-        assert torch.equal(cached.mask_mod(0, 0, torch.arange(q_len)[:, None], torch.arange(k_len)), dense)
+        # and the mask it encodes, position by position (a loop, independent of flex): causal
+        # over the real keys, and no padded key for any query, padded ones included
+        dense = torch.tensor([[j <= i + offset and j < k_len for j in range(whole_k)] for i in range(whole_q)])
+        assert torch.equal(cached.mask_mod(0, 0, torch.arange(whole_q)[:, None], torch.arange(whole_k)), dense)
     assert alibi_module.causal_block_mask(44, 300, cpu) is not alibi_module.causal_block_mask(45, 300, cpu)
 
 

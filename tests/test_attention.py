@@ -340,7 +340,9 @@ def test_mha_scale_option_on_both_backends(scale, causal, masks):
         allowed &= ~padding[:, None, None, :]
     if causal:
         allowed &= torch.ones(6, 6, dtype=torch.bool).tril()
-    expected, expected_weights = reference_mha(ours, x, x, x, allowed, scale=scale)
+    # Padded positions are zeroed on entry (a padded query's row is computed from zeros).
+    xz = x if padding is None else x.masked_fill(padding[..., None], 0.0)
+    expected, expected_weights = reference_mha(ours, xz, xz, xz, allowed, scale=scale)
     for backend in BACKENDS:
         ours.backend = backend
         torch.testing.assert_close(ours(x, token_mask=None if padding is None else ~padding), expected, atol=ATOL, rtol=0)
@@ -385,7 +387,8 @@ def test_attention_bias_override_is_added_on_both_backends(causal):
     ours = randomize(FixedBiasAttention(16, 4, table=table, causal=causal).to(DT)).eval()
     x, padding = rand(2, 6, 16), torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
     allowed = (~padding)[:, None, None, :] & (torch.ones(6, 6, dtype=torch.bool).tril() if causal else True)
-    expected, expected_weights = reference_mha(ours, x, x, x, allowed, bias=table)
+    xz = x.masked_fill(padding[..., None], 0.0)  # padded positions are zeroed on entry
+    expected, expected_weights = reference_mha(ours, xz, xz, xz, allowed, bias=table)
     outputs = {}
     for backend in BACKENDS:
         ours.backend = backend

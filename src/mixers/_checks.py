@@ -83,16 +83,48 @@ def check_broadcasts(t: Tensor, target, name: str, expected: str = "[..., q_len,
         raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to {expected} = {tuple(target)}")
 
 
+# What a mask in torch's opposite sense is told.
+_INVERTED_HINT = "in this package True means 'may attend' (the opposite of torch.nn.MultiheadAttention's attn_mask)"
+
+
 def check_attention_mask(mask, target, name: str = "mask") -> Tensor:
-    """A bool mask broadcastable to the scores' shape ``target`` ``[..., q_len, k_len]``, True where
-    query i may attend to key j. A mask that allows nothing at all is refused: it is almost
-    certainly inverted (torch.nn.MultiheadAttention's ``attn_mask`` is True where *not* allowed)."""
+    """A bool mask for scores of shape ``target`` ``[..., q_len, k_len]``, True where query i may
+    attend to key j: either 2-D ``[q_len, k_len]`` (one pattern for every sample and head) or
+    with all of the scores' dims, each equal to the scores' or 1 (``[batch|1, heads|1, q_len,
+    k_len]`` for multi-head scores). Anything in between is refused: a 3-D ``[batch, q, k]`` mask
+    against ``[batch, heads, q, k]`` scores would broadcast as ``[heads, q, k]`` whenever batch ==
+    heads, silently. A mask that allows nothing at all is refused too: it is almost certainly
+    inverted (torch.nn.MultiheadAttention's ``attn_mask`` is True where *not* allowed)."""
     _check_bool(mask, name, "True = may attend", "[..., q_len, k_len]")
+    if mask.dim() not in (2, len(target)):
+        dims = ("[q_len, k_len] or [batch|1, heads|1, q_len, k_len]" if len(target) == 4 else
+                f"[q_len, k_len] or {len(target)}-D [..., q_len, k_len] (each leading dim the scores' or 1)")
+        raise ValueError(f"{name} must be {dims} for scores of shape {tuple(target)}, got a {mask.dim()}-D mask "
+                         f"of shape {tuple(mask.shape)}: its leading dims would be matched from the right, "
+                         "ambiguously (a [batch, q, k] mask would be read as [heads, q, k]); add the missing "
+                         "dims explicitly, e.g. mask[:, None] for [batch, 1, q_len, k_len]")
     check_broadcasts(mask, target, name)
     if mask.numel() and not mask.any():
-        raise ValueError(f"{name} allows no query to attend to any key: in this package True means 'may attend' "
-                         "(the opposite of torch.nn.MultiheadAttention's attn_mask); did you pass ~mask?")
+        raise ValueError(f"{name} allows no query to attend to any key: {_INVERTED_HINT}; did you pass ~mask?")
     return mask
+
+
+def check_every_query_reads(attend: Tensor, real_queries: Tensor | None, name: str = "mask") -> None:
+    """Self-attention: every real query must be allowed at least one key.
+
+    attend: bool ``[..., q_len, k_len]``, the combined "may attend" mask (caller's mask, padding,
+    causality); real_queries: bool ``[batch, q_len]`` (``token_mask``) or None (all real). A real
+    query with nothing to read is what a mask in torch's opposite sense gives (``triu(ones, 1)``
+    as a causal mask leaves the last query nothing), so it is refused; padded query rows are
+    exempt, their output is ignored anyway."""
+    empty = ~attend.any(dim=-1)                                   # [..., q_len]
+    if real_queries is not None:
+        empty = empty & real_queries.view(real_queries.shape[0], *[1] * (empty.dim() - 2), -1)
+    if empty.any():
+        where = empty.nonzero()[0].tolist()
+        raise ValueError(f"{name} leaves a real query with no key to attend to (index {where} of "
+                         f"{tuple(empty.shape)}, combined with causal and token_mask): {_INVERTED_HINT}, "
+                         "and a causal mask is tril, not triu; did you pass ~mask?")
 
 
 def check_token_mask(mask, batch: int, seq: int, name: str = "token_mask") -> Tensor:

@@ -44,9 +44,10 @@ import functools
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from ._checks import check_attention_mask, check_positive_int, check_tensor, check_token_mask
+from ._checks import check_positive_int, check_tensor
 from .attention import MultiHeadAttention, causal_mask
 
 __all__ = ["alibi_slopes", "alibi_bias", "AlibiMultiHeadAttention", "causal_block_mask",
@@ -245,23 +246,45 @@ def _run_flex(*args, **kwargs) -> Tensor:
         return _flex_attention()(*args, **kwargs)
 
 
+# torch 2.13's compiled CPU FlexAttention kernel returns wrong rows -- errors near 1, or NaN, in
+# batch rows >= 1 -- at some lengths that are not a multiple of its block size: at 40, of the
+# lengths 16, 40, 100, 130 and 200 tried with 4 and 6 heads, in fresh processes (upstream: "accuracy
+# issue with kv length not multiple of kv block size"). So the flex path only ever hands it whole
+# blocks: q, k and v are padded with zeros to a multiple of FLEX_BLOCK_SIZE (torch's default block),
+# the block mask keeps every padded key out of every row, and the padded query rows are dropped.
+FLEX_BLOCK_SIZE = 128
+
+
+def _whole_blocks(length: int) -> int:
+    """``length`` rounded up to a multiple of ``FLEX_BLOCK_SIZE``."""
+    return -(-length // FLEX_BLOCK_SIZE) * FLEX_BLOCK_SIZE
+
+
 @functools.lru_cache(maxsize=16)
 def causal_block_mask(q_len: int, k_len: int, device: torch.device):
-    """FlexAttention's block mask for causal attention, query i at position ``k_len - q_len + i``.
+    """FlexAttention's block mask for causal attention, query i at position ``k_len - q_len + i``,
+    over whole blocks: ``[whole_blocks(q_len), whole_blocks(k_len)]``, with the padded keys
+    (``j >= k_len``) masked for every query.
 
-    Building one evaluates the mask at every (query, key) pair, a pass over a dense
-    ``[q_len, k_len]`` grid (``python -m mixers.bench.alibi`` times it: ``create_block_mask``).
-    It depends on nothing but the two lengths and the device, so it is cached on exactly those:
-    it cannot go stale. (The ALiBi bias is never cached; the kernel computes it from the slopes.)
+    Building one evaluates the mask at every (query, key) pair, a pass over a dense grid
+    (``python -m mixers.bench.alibi`` times it: ``create_block_mask``). It depends on nothing but
+    the two lengths and the device, so it is cached on exactly those: it cannot go stale. (The
+    ALiBi bias is never cached; the kernel computes it from the slopes.)
     """
     from torch.nn.attention.flex_attention import create_block_mask
 
-    offset = torch.tensor(k_len - q_len, device=device)  # a tensor: no recompiling per offset
+    offset = torch.tensor(k_len - q_len, device=device)  # tensors: no recompiling per length
+    keys = torch.tensor(k_len, device=device)
 
     def causal(b, h, q_idx, kv_idx):
-        return kv_idx <= q_idx + offset
+        return (kv_idx <= q_idx + offset) & (kv_idx < keys)
 
-    return create_block_mask(causal, None, None, q_len, k_len, device=device)
+    return create_block_mask(causal, None, None, _whole_blocks(q_len), _whole_blocks(k_len), device=device)
+
+
+def _pad_positions(x: Tensor, length: int, value=0.0) -> Tensor:
+    """``x [..., seq, d]`` padded with ``value`` along seq to ``length`` (a new, contiguous tensor)."""
+    return F.pad(x, (0, 0, 0, length - x.shape[-2]), value=value).contiguous()
 
 
 class AlibiMultiHeadAttention(MultiHeadAttention):
@@ -329,71 +352,74 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         return self._flex_forward(query, key, value, mask, token_mask)
 
     def _flex_forward(self, query, key, value, mask, token_mask) -> Tensor:
-        key = query if key is None else key
-        value = key if value is None else value
-        scores_shape = self._check_inputs(query, key, value)
-        batch, heads, q_len, k_len = scores_shape
         if self.training and self.dropout > 0:
             raise ValueError(f"backend='flex' has no attention dropout, but dropout={self.dropout} while "
                              "training: use backend 'sdpa' or 'eager' to train with dropout")
-        q_offset = _default_q_offset(q_len, k_len)
-        q = self._split_heads(self.q_proj(query))
-        k = self._split_heads(self.k_proj(key))
-        v = self._split_heads(self.v_proj(value))
+        q, k, v, _ = self._project(query, key, value, mask, token_mask)
+        batch, heads, q_len, _ = q.shape
+        k_len = k.shape[-2]
+        _default_q_offset(q_len, k_len)  # the queries must be the last q_len keys
         if q.device.type == "cpu" and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
             # Checked here, not left to torch: a compiled call that raises inside its backward is
             # not retried, and later calls in the process ran several times slower.
             raise NotImplementedError(
                 f"backend='flex' has no backward pass on a CPU (torch {torch.__version__}): use backend='sdpa' "
                 "to train on a CPU, or call it under torch.no_grad() (or torch.inference_mode()) for inference")
-        q, k = self.transform_qk(q, k, q_offset=q_offset)
+        score_mod = self._flex_score_mod(q.device, k_len - q_len)
+        block_mask = self._flex_block_mask(mask, token_mask, (batch, heads, q_len, k_len), q.device)
+        # Whole blocks only (see FLEX_BLOCK_SIZE); the copies also give torch's CPU kernel each
+        # head as one contiguous [seq, d_head] block, which it reads faster than the projections'
+        # interleaved layout, by more than the copies cost.
+        q = _pad_positions(q, _whole_blocks(q_len))
+        k, v = (_pad_positions(x, _whole_blocks(k_len)) for x in (k, v))
+        scale = 1.0 / math.sqrt(self.d_head) if self.scale is None else self.scale
+        out = _run_flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
+        return self.out_proj(self._merge_heads(out[:, :, :q_len]))
 
+    def _flex_score_mod(self, device, q_offset: int):
+        """The ALiBi bias as FlexAttention's ``score_mod``, computed inside the kernel from the
+        slopes: ``-m_h (i - j)``, or ``-m_h |i - j|`` when not causal, query i at ``q_offset + i``."""
         # Tensors, not Python numbers, so that new slopes or offsets do not recompile the kernel.
-        slopes = self._exact_slopes(q.device).float()
-        offset = torch.tensor(q_offset, device=q.device)
+        slopes = self._exact_slopes(device).float()
+        offset = torch.tensor(q_offset, device=device)
         if self.causal:
             def score_mod(score, b, h, q_idx, kv_idx):
                 return score - slopes[h] * (q_idx + offset - kv_idx)
         else:
             def score_mod(score, b, h, q_idx, kv_idx):
                 return score - slopes[h] * (q_idx + offset - kv_idx).abs()
+        return score_mod
 
-        # The "may attend" pieces, each read inside the kernel from a small tensor.
-        conditions = []
+    def _flex_block_mask(self, mask, token_mask, scores_shape, device):
+        """FlexAttention's block mask over whole blocks: causality, padding and the caller's mask,
+        each read inside the kernel from a small tensor, and never a padded key."""
+        batch, heads, q_len, k_len = scores_shape
+        if self.causal and mask is None and token_mask is None:  # causality alone: the common case, cached
+            return causal_block_mask(q_len, k_len, device)
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        padded_q, padded_k = _whole_blocks(q_len), _whole_blocks(k_len)
+        keys, offset = torch.tensor(k_len, device=device), torch.tensor(k_len - q_len, device=device)
+        conditions = [lambda b, h, q_idx, kv_idx: kv_idx < keys]
         mask_batch = mask_heads = None  # None: the block mask broadcasts over that dim
         if self.causal:
             conditions.append(lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + offset)
-        if token_mask is not None:
-            keep = check_token_mask(token_mask, batch, k_len)             # [batch, k_len], True = real
+        if token_mask is not None:  # [batch, k_len], True = real; padded keys False
+            keep = F.pad(token_mask, (0, padded_k - k_len), value=False)
             conditions.append(lambda b, h, q_idx, kv_idx: keep[b, kv_idx])
             mask_batch = batch
-        if mask is not None:
-            attend = check_attention_mask(mask, scores_shape).expand(scores_shape)
+        if mask is not None:  # [q_len, k_len] or [batch|1, heads|1, q_len, k_len], checked by _project
+            attend = F.pad(mask.expand(scores_shape), (0, padded_k - k_len, 0, padded_q - q_len), value=False)
             conditions.append(lambda b, h, q_idx, kv_idx: attend[b, h, q_idx, kv_idx])
             mask_batch, mask_heads = batch, heads
 
-        block_mask = None
-        if self.causal and len(conditions) == 1:  # causality alone: the common case, cached
-            block_mask = causal_block_mask(q_len, k_len, q.device)
-        elif conditions:
-            from torch.nn.attention.flex_attention import create_block_mask
+        def mask_mod(b, h, q_idx, kv_idx):
+            allowed = conditions[0](b, h, q_idx, kv_idx)
+            for condition in conditions[1:]:
+                allowed = allowed & condition(b, h, q_idx, kv_idx)
+            return allowed
 
-            def mask_mod(b, h, q_idx, kv_idx):
-                allowed = conditions[0](b, h, q_idx, kv_idx)
-                for condition in conditions[1:]:
-                    allowed = allowed & condition(b, h, q_idx, kv_idx)
-                return allowed
-
-            block_mask = create_block_mask(mask_mod, mask_batch, mask_heads, q_len, k_len, device=q.device)
-        if q.device.type == "cpu":
-            # torch's CPU kernel reads each head faster from a contiguous [seq, d_head] block than
-            # from the projections' interleaved layout, by more than the copies cost.
-            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        # A query that may attend to nothing gets a zero output from flex_attention, as on the
-        # other backends (its log-sum-exp is -inf; no NaN).
-        scale = 1.0 / math.sqrt(self.d_head) if self.scale is None else self.scale
-        out = _run_flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
-        return self.out_proj(self._merge_heads(out))
+        return create_block_mask(mask_mod, mask_batch, mask_heads, padded_q, padded_k, device=device)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,12 +31,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_attention_mask, check_broadcasts, check_dropout, check_positive_int, check_scale, check_tensor, check_token_mask
+from ._checks import (check_attention_mask, check_broadcasts, check_dropout, check_every_query_reads,
+                      check_positive_int, check_scale, check_tensor, check_token_mask)
 
 __all__ = [
     "dot_product_attention", "masked_softmax", "causal_mask", "token_mask_to_attention_mask",
     "DotProductAttention", "SingleLayerAttention", "AdditiveAttention", "MultiHeadAttention",
-    "BiAttention", "fused_attention",
+    "BiAttention", "fused_attention", "zero_padding",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -119,12 +120,27 @@ def causal_mask(q_len: int, k_len: int | None = None, device=None) -> Tensor:
     Query i sits at position ``k_len - q_len + i``: the queries are the *last* q_len of the k_len
     positions, which is what a key/value cache holds when decoding q_len new tokens.
     """
-    k_len = q_len if k_len is None else k_len
-    if q_len < 1 or k_len < q_len:
-        raise ValueError(f"causal_mask needs 1 <= q_len <= k_len, got q_len={q_len}, k_len={k_len}")
+    check_positive_int("q_len", q_len)
+    k_len = q_len if k_len is None else check_positive_int("k_len", k_len)
+    if k_len < q_len:
+        raise ValueError(f"causal_mask needs q_len <= k_len (the queries are the last q_len keys), "
+                         f"got q_len={q_len}, k_len={k_len}")
     query_positions = torch.arange(k_len - q_len, k_len, device=device)
     key_positions = torch.arange(k_len, device=device)
     return key_positions[None, :] <= query_positions[:, None]
+
+
+def zero_padding(x: Tensor, token_mask: Tensor | None) -> Tensor:
+    """x ``[batch, seq, ...]`` with its padded positions (``token_mask`` ``[batch, seq]`` False)
+    set to 0; x itself when token_mask is None.
+
+    ``torch.where``, not ``x * mask``: 0 · inf and 0 · NaN are NaN, whereas a selected zero is
+    zero whatever the padding held, and passes a zero gradient back to it.
+    """
+    if token_mask is None:
+        return x
+    keep = token_mask.view(*token_mask.shape, *[1] * (x.dim() - 2))
+    return torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 def token_mask_to_attention_mask(token_mask: Tensor) -> Tensor:
@@ -338,30 +354,22 @@ class MultiHeadAttention(nn.Module):
         """query ``[batch, q_len, d_model]``; key ``[batch, k_len, kdim]`` (None: self-attention, key =
         value = query); value ``[batch, k_len, vdim]`` (None: value = key).
 
-        mask: bool broadcastable to ``[batch, heads, q_len, k_len]``, True = may attend (the opposite
-        of torch.nn.MultiheadAttention's ``attn_mask``); token_mask: bool ``[batch, k_len]``, True at
-        real key tokens, False at padding (the opposite of torch's ``key_padding_mask``).
+        mask: bool ``[q_len, k_len]`` or ``[batch|1, heads|1, q_len, k_len]``, True = may attend (the
+        opposite of torch.nn.MultiheadAttention's ``attn_mask``); token_mask: bool ``[batch, k_len]``,
+        True at real key tokens, False at padding (the opposite of torch's ``key_padding_mask``).
         Returns output ``[batch, q_len, d_model]``, or ``(output, weights [batch, heads, q_len,
         k_len])`` with ``need_weights=True``, which runs the eager path.
         """
-        key = query if key is None else key
-        value = key if value is None else value
-        scores_shape = self._check_inputs(query, key, value)
-        batch, _, q_len, k_len = scores_shape
-        q = self._split_heads(self.q_proj(query))
-        k = self._split_heads(self.k_proj(key))
-        v = self._split_heads(self.v_proj(value))
-        q, k = self.transform_qk(q, k, q_offset=k_len - q_len)
-
-        attend = self._may_attend(mask, token_mask, scores_shape)
-        bias = self.attention_bias(q_len, k_len, query.device, q.dtype)
+        q, k, v, attend = self._project(query, key, value, mask, token_mask)
+        q_len, k_len = q.shape[-2], k.shape[-2]
+        bias = self.attention_bias(q_len, k_len, q.device, q.dtype)
         if bias is not None:
-            _check_bias(bias, scores_shape)
+            _check_bias(bias, (q.shape[0], self.n_heads, q_len, k_len))
         dropout_p = self.dropout if self.training else 0.0
 
         weights = None
         if need_weights or self.backend == "eager":
-            attend = self._with_causal(attend, q_len, k_len, query.device)
+            attend = self._with_causal(attend, q_len, k_len, q.device)
             out, weights = dot_product_attention(q, k, v, attend, bias, self.scale, dropout_p)
         elif self.causal and attend is None and bias is None and q_len == k_len:
             # Nothing but causality: let the fused kernel skip the future without reading a mask.
@@ -369,10 +377,38 @@ class MultiHeadAttention(nn.Module):
             out = fused_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale,
                                   cpu_bf16_in_float32=self.cpu_bf16_sdpa_in_float32)
         else:
-            attend = self._with_causal(attend, q_len, k_len, query.device)
+            attend = self._with_causal(attend, q_len, k_len, q.device)
             out = _fused_attention(q, k, v, attend, bias, dropout_p, self.scale, self.cpu_bf16_sdpa_in_float32)
         out = self.out_proj(self._merge_heads(out))
         return (out, weights) if need_weights else out
+
+    def _project(self, query, key, value, mask, token_mask):
+        """Checks the inputs and projects them: q ``[batch, heads, q_len, d_head]``, k and v
+        ``[batch, heads, k_len, d_head]``, positions applied (``transform_qk``), and the caller's
+        "may attend" mask (``mask`` and ``token_mask`` as one, or None; causality is added later).
+
+        A padded key gets weight 0, but 0 · NaN = NaN: so padded inputs are zeroed here, before
+        they are projected, and whatever they hold (inf, NaN) never reaches a real token's output
+        or gradient -- nor, in self-attention, the padded queries' rows.
+        """
+        self_attention = key is None or key is query
+        key = query if key is None else key
+        value = key if value is None else value
+        scores_shape = self._check_inputs(query, key, value)
+        q_len, k_len = scores_shape[-2:]
+        attend = self._may_attend(mask, token_mask, scores_shape)
+        if self_attention and mask is not None:
+            check_every_query_reads(self._with_causal(attend, q_len, k_len, query.device), token_mask)
+        if token_mask is not None:
+            zeroed_key = zero_padding(key, token_mask)
+            value = zeroed_key if value is key else zero_padding(value, token_mask)
+            query = zeroed_key if self_attention else query
+            key = zeroed_key
+        q = self._split_heads(self.q_proj(query))
+        k = self._split_heads(self.k_proj(key))
+        v = self._split_heads(self.v_proj(value))
+        q, k = self.transform_qk(q, k, q_offset=k_len - q_len)
+        return q, k, v, attend
 
     def _check_inputs(self, query, key, value) -> tuple[int, int, int, int]:
         check_tensor(query, "query", f"[batch, q_len, d_model={self.d_model}]", ndim=3, width=self.d_model)
@@ -474,7 +510,8 @@ class BiAttention(nn.Module):
         batch, q_len = question.shape[:2]
         if token_mask is not None:
             check_token_mask(token_mask, batch, q_len)
-        x, question = self.dropout(x), self.dropout(question)
+        # Padded question tokens are zeroed first: their weight is 0, but 0 · NaN would be NaN.
+        x, question = self.dropout(x), self.dropout(zero_padding(question, token_mask))
 
         scores = (self.input_linear(x)                                # [batch, x_len, 1]
                   + self.memory_linear(question).transpose(1, 2)      # [batch, 1, q_len]
