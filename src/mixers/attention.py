@@ -135,7 +135,9 @@ def zero_padding(x: Tensor, token_mask: Tensor | None) -> Tensor:
     set to 0; x itself when token_mask is None.
 
     ``torch.where``, not ``x * mask``: 0 · inf and 0 · NaN are NaN, whereas a selected zero is
-    zero whatever the padding held, and passes a zero gradient back to it.
+    zero whatever the padding held, and passes a zero gradient back to it. Zeroing matters even
+    where no real output reads a padded position: a layer's weight gradient sums over every
+    position, so a NaN left there would reach it as 0 · NaN = NaN.
     """
     if token_mask is None:
         return x

@@ -36,7 +36,7 @@ from torch import nn
 
 from ._checks import (check_bool, check_dropout, check_even, check_non_negative_float, check_positive_float,
                       check_positive_int, check_tensor, check_token_mask)
-from .attention import fused_attention
+from .attention import fused_attention, zero_padding
 
 __all__ = ["SpatialGatingUnit", "TinyAttention", "GatedMLP", "GMLPBlock", "gmlp_param_count",
            "diagonal_means", "toeplitz_score"]
@@ -98,7 +98,7 @@ class SpatialGatingUnit(nn.Module):
             if gate_residual.shape[:2] != (batch, seq):
                 raise ValueError(f"gate_residual must have shape {expected}, got {tuple(gate_residual.shape)}")
         weight = self.spatial_weight(seq)  # raises if seq > seq_len
-        z1, z2 = _zero_padding(z, token_mask).chunk(2, dim=-1)  # [batch, seq, d_z/2] each
+        z1, z2 = zero_padding(z, token_mask).chunk(2, dim=-1)  # [batch, seq, d_z/2] each
         z2 = self.norm(z2)
         if token_mask is not None:
             z2 = z2.masked_fill(~token_mask[:, :, None], 0.0)  # the norm's shift too: column j of W dropped
@@ -139,7 +139,7 @@ class TinyAttention(nn.Module):
         batch, seq, _ = x.shape
         if token_mask is not None:
             check_token_mask(token_mask, batch, seq)
-        x = _zero_padding(x, token_mask)
+        x = zero_padding(x, token_mask)
         q, k, v = self.qkv(x).chunk(3, dim=-1)  # [batch, seq, d_attn] each; SDPA scales by 1/√d_attn
         if token_mask is None:
             out = fused_attention(q, k, v, is_causal=self.causal)
@@ -193,7 +193,7 @@ class GatedMLP(nn.Module):
         check_tensor(x, "x", f"[batch, seq, d_model={self.d_model}]", ndim=3, width=self.d_model)
         if token_mask is not None:
             check_token_mask(token_mask, *x.shape[:2])
-        x = _zero_padding(x, token_mask)
+        x = zero_padding(x, token_mask)
         gate_residual = self.attention(x, token_mask) if self.attention is not None else None
         z = self.activation(self.proj_in(x))  # [batch, seq, d_ffn]
         z = self.sgu(z, token_mask, gate_residual)  # [batch, seq, d_ffn/2]
@@ -224,18 +224,8 @@ class GMLPBlock(nn.Module):
         check_tensor(x, "x", f"[batch, seq, d_model={self.mlp.d_model}]", ndim=3, width=self.mlp.d_model)
         if token_mask is not None:
             check_token_mask(token_mask, *x.shape[:2])
-        x = _zero_padding(x, token_mask)
+        x = zero_padding(x, token_mask)
         return x + self.mlp(self.norm(x), token_mask)
-
-
-def _zero_padding(x, token_mask):
-    """x [batch, seq, ...] with its padded positions (token_mask False) set to 0; x itself without a mask.
-
-    torch.where, not a product: 0 · inf is NaN. And not only for the layers that mix positions: a
-    per-position layer's weight gradient sums over every position, so a NaN left at a padded
-    position would reach it as 0 · NaN = NaN even though no real output read that position.
-    """
-    return x if token_mask is None else torch.where(token_mask[:, :, None], x, 0.0)
 
 
 def gmlp_param_count(d_model, d_ffn, seq_len, tiny_attention=False, d_attn=64):
