@@ -20,9 +20,13 @@ Conventions shared by every module:
   ``[..., q_len, k_len]`` is True where query i may attend to key j (torch SDPA's sense; the
   opposite of ``torch.nn.MultiheadAttention``'s ``attn_mask``). A per-token mask is always called
   ``token_mask``, ``[batch, seq]``, True at real tokens and False at padding (the opposite of
-  torch's ``key_padding_mask``); a padded token is never read. A mask must be ``torch.bool``, and
-  one that allows nothing at all (no key for any query, or a sample with no real token) is
-  refused as inverted, with an error that says so.
+  torch's ``key_padding_mask``); a padded token is never read: padded inputs are zeroed on
+  entry, so not even a NaN or inf there reaches a real token's output or gradient. A mask must be
+  ``torch.bool``; a pairwise mask is 2-D ``[q_len, k_len]`` or has every dim of the scores
+  (``[batch|1, heads|1, q_len, k_len]``), never a rank in between that broadcasting would read
+  ambiguously; and a mask that can only be inverted (no key for any query, a sample with no real
+  token, a real query left with nothing to read in self-attention) is refused, with an error that
+  says so.
 - **Attention layers return their output**, or ``(output, weights)`` with ``need_weights=True``.
 - **Sibling classes share arguments and defaults**: ``MultiHeadAttention``,
   ``AlibiMultiHeadAttention`` and ``RotaryMultiHeadAttention`` take the same arguments
