@@ -8,7 +8,9 @@ Two folders, so that a rerun never replaces a committed result by accident:
 
 A file is ``NAME-PROFILE.json``, its ``provenance`` first (``provenance``: where, when and with
 what it was produced). It is strict JSON, written atomically: a NaN or an infinity is refused
-with the path to it, and an interrupted write leaves the previous file whole.
+with the path to it, and an interrupted write leaves the previous file whole. Read back
+(``read_results``), a file that is not a JSON object is refused with its name
+(``CorruptResults``), not with a bare JSON error.
 """
 
 from __future__ import annotations
