@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mixers.alibi import AlibiMultiHeadAttention
-from mixers.attention import MultiHeadAttention
+from mixers.attention import KVCache, MultiHeadAttention
 from mixers.feed_forward import feed_forward_variant
 from mixers.gmlp import GatedMLP, gmlp_param_count
 from mixers.model import (
@@ -631,3 +631,92 @@ def test_d_ff_that_no_mixer_reads_is_refused():
 def test_registry_arguments_are_checked(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation through a key/value cache
+
+
+def _greedy_without_cache(model, idx, steps, window):
+    """The plain loop: the whole (cropped) window through the model for every new token."""
+    for _ in range(steps):
+        logits, _ = model(idx[:, -window:])
+        idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return idx
+
+
+CACHED_MIXERS = [("alibi", {}), ("rotary", {}), ("attention", {"positions": "none"})]
+
+
+@pytest.mark.parametrize("mixer, extra", CACHED_MIXERS, ids=[m for m, _ in CACHED_MIXERS])
+def test_generation_with_the_cache_equals_the_full_recomputation_token_for_token(mixer, extra):
+    torch.manual_seed(0)
+    model = LanguageModel(ModelConfig(vocab_size=65, block_size=32, d_model=32, n_layers=2, n_heads=4,
+                                      token_mixer=mixer, **extra)).eval()
+    assert model.decodes_with_cache()
+    idx = torch.randint(0, 65, (3, 5))
+    # inside the training window: 5 + 27 = 32 tokens
+    torch.testing.assert_close(model.generate(idx, 27, top_k=1), _greedy_without_cache(model, idx, 27, 32), rtol=0, atol=0)
+    # past it, with every token as context (ALiBi and rotary read longer inputs): 5 + 75 = 80
+    torch.testing.assert_close(model.generate(idx, 75, top_k=1), _greedy_without_cache(model, idx, 75, 10**6), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mixer, extra", CACHED_MIXERS, ids=[m for m, _ in CACHED_MIXERS])
+def test_cached_logits_equal_the_full_pass_at_every_position(mixer, extra):
+    torch.manual_seed(1)
+    model = LanguageModel(ModelConfig(vocab_size=65, block_size=16, d_model=32, n_layers=2, n_heads=4,
+                                      token_mixer=mixer, **extra)).eval()
+    idx = torch.randint(0, 65, (2, 40))  # 2.5 training lengths
+    full, _ = model(idx)
+    caches = [KVCache() for _ in model.blocks]
+    with torch.no_grad():
+        first = model._next_logits(idx[:, :7], caches)  # a prompt at once, then token by token
+        steps = [first] + [model._next_logits(idx[:, t: t + 1], caches) for t in range(7, 40)]
+    torch.testing.assert_close(torch.stack(steps, 1), full[:, 6:], atol=2e-5, rtol=0)
+    assert all(cache.position == 40 and cache.k.shape[-2] == 40 for cache in caches)
+
+
+@pytest.mark.parametrize("mixer", ["attention", "gmlp"])
+def test_models_with_a_window_keep_it_and_say_why(mixer):
+    torch.manual_seed(0)
+    model = LanguageModel(ModelConfig(vocab_size=65, block_size=16, d_model=32, n_layers=1, n_heads=4,
+                                      token_mixer=mixer)).eval()
+    assert not model.decodes_with_cache()  # learned positions / gMLP's W: block_size rows
+    assert "block_size" in LanguageModel.decodes_with_cache.__doc__
+    idx = torch.randint(0, 65, (2, 3))
+    torch.testing.assert_close(model.generate(idx, 30, top_k=1), _greedy_without_cache(model, idx, 30, 16), rtol=0, atol=0)
+    torch.testing.assert_close(model.generate(idx, 30, top_k=1, max_context=8),
+                               _greedy_without_cache(model, idx, 30, 8), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("cls", [MultiHeadAttention, AlibiMultiHeadAttention, RotaryMultiHeadAttention])
+def test_a_sliding_window_cache_equals_a_banded_causal_mask(cls):
+    # max_context=w: each new token reads itself and the w - 1 before it, in every layer.
+    torch.manual_seed(0)
+    layer, window = cls(16, 4, causal=True).eval(), 5
+    x = torch.randn(2, 20, 16)
+    i = torch.arange(20)
+    band = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window)
+    with torch.no_grad():
+        reference = layer(x, mask=band)
+        cache = KVCache(max_context=window)
+        steps = [layer(x[:, :3], cache=cache)] + [layer(x[:, t: t + 1], cache=cache) for t in range(3, 20)]
+    torch.testing.assert_close(torch.cat(steps, 1), reference, atol=1e-5, rtol=0)
+    assert cache.k.shape[-2] == window and cache.position == 20
+
+
+def test_the_cache_refuses_what_it_cannot_do():
+    layer = MultiHeadAttention(16, 4, causal=True)
+    x = torch.randn(1, 3, 16)
+    with pytest.raises(ValueError, match="no key, value, mask or token_mask"):
+        layer(x, x, cache=KVCache())
+    with pytest.raises(ValueError, match="exceed max_context=2"):
+        layer(x, cache=KVCache(max_context=2))
+    with pytest.raises(TypeError, match="cache must be a mixers.attention.KVCache"):
+        layer(x, cache={})
+    with pytest.raises(ValueError, match="max_context must be a positive int"):
+        KVCache(max_context=0)
+    model = LanguageModel(ModelConfig(vocab_size=65, block_size=16, d_model=16, n_layers=1, n_heads=4,
+                                      token_mixer="alibi"))
+    with pytest.raises(ValueError, match="max_context"):
+        model.generate(torch.zeros(1, 2, dtype=torch.long), 3, max_context=-1)

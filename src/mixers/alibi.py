@@ -343,12 +343,14 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
 
     def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, *,
                 mask: Tensor | None = None, token_mask: Tensor | None = None,
-                need_weights: bool = False):
-        # The base class runs "eager" and "sdpa" (and anything with need_weights, which is eager);
-        # only "flex" needs a path of its own, because the bias must not be materialised for it.
-        if self.backend != "flex" or need_weights:
+                need_weights: bool = False, cache=None):
+        # The base class runs "eager" and "sdpa" (and anything with need_weights, which is eager,
+        # or a decoding step with a KVCache: one query row, where a whole-block kernel would
+        # waste 127 of 128 rows); only "flex" needs a path of its own, because the bias must not
+        # be materialised for it.
+        if self.backend != "flex" or need_weights or cache is not None:
             return super().forward(query, key, value, mask=mask, token_mask=token_mask,
-                                   need_weights=need_weights)
+                                   need_weights=need_weights, cache=cache)
         return self._flex_forward(query, key, value, mask, token_mask)
 
     def _flex_forward(self, query, key, value, mask, token_mask) -> Tensor:

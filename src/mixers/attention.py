@@ -37,7 +37,7 @@ from ._checks import (check_attention_mask, check_broadcasts, check_dropout, che
 __all__ = [
     "dot_product_attention", "masked_softmax", "causal_mask", "token_mask_to_attention_mask",
     "DotProductAttention", "SingleLayerAttention", "AdditiveAttention", "MultiHeadAttention",
-    "BiAttention", "fused_attention", "zero_padding",
+    "BiAttention", "fused_attention", "zero_padding", "KVCache",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -280,6 +280,45 @@ class AdditiveAttention(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
+# A key/value cache: decoding one token at a time without recomputing the past.
+
+
+class KVCache:
+    """The keys and values a self-attention layer has made so far, for decoding token by token.
+
+    A language model writes one token at a time, and attention's keys and values for the tokens
+    before it do not change when it does (causal attention: no token reads its future). So each
+    layer keeps them, ``k`` and ``v`` ``[batch, heads, seq, d_head]``, and a new token projects
+    only its own query, key and value: one row of attention per token instead of the whole
+    window, O(n·d) per token instead of O(n²·d). The keys are stored *after* positions are
+    applied (a rotary key stays rotated to its own position), so they are read as they were made.
+
+    ``position`` counts the tokens seen (the position of the next one). ``max_context`` (None:
+    every token) keeps only the last ``max_context`` keys and values: sliding-window attention,
+    each new token reading at most that many.
+    """
+
+    def __init__(self, max_context: int | None = None):
+        self.max_context = None if max_context is None else check_positive_int("max_context", max_context)
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+        self.position = 0
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Appends the new tokens' k, v ``[batch, heads, new, d_head]``; returns every key and value
+        a new token may read, ``[batch, heads, seq, d_head]``, the new ones last."""
+        if self.max_context is not None and k.shape[-2] > self.max_context:
+            raise ValueError(f"{k.shape[-2]} new tokens at once exceed max_context={self.max_context}: the first "
+                             "of them would lose keys they may read; feed at most max_context tokens at a time")
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        self.position += k.shape[-2]
+        if self.max_context is not None:
+            self.k, self.v = self.k[..., -self.max_context:, :], self.v[..., -self.max_context:, :]
+        return self.k, self.v
+
+
+# ---------------------------------------------------------------------------------------------
 # Multi-head attention, the token mixer of the book's language model.
 
 
@@ -345,16 +384,20 @@ class MultiHeadAttention(nn.Module):
         """Additive bias ``[heads, q_len, k_len]`` for the scores, or None. Override it (ALiBi)."""
         return None
 
-    def transform_qk(self, q: Tensor, k: Tensor, q_offset: int) -> tuple[Tensor, Tensor]:
+    def transform_qk(self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0) -> tuple[Tensor, Tensor]:
         """Hook on q ``[batch, heads, q_len, d_head]``, k ``[batch, heads, k_len, d_head]`` after the
-        heads are split; query i sits at position ``q_offset + i``. Identity here; rotary overrides it."""
+        heads are split; query i sits at position ``q_offset + i``, key j at ``k_offset + j``.
+        Identity here; rotary overrides it."""
         return q, k
 
     def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, *,
                 mask: Tensor | None = None, token_mask: Tensor | None = None,
-                need_weights: bool = False):
+                need_weights: bool = False, cache: KVCache | None = None):
         """query ``[batch, q_len, d_model]``; key ``[batch, k_len, kdim]`` (None: self-attention, key =
         value = query); value ``[batch, k_len, vdim]`` (None: value = key).
+
+        cache: a ``KVCache`` for decoding (self-attention only, no masks): query holds the new
+        tokens, which read every key the cache holds and their own; the cache keeps theirs.
 
         mask: bool ``[q_len, k_len]`` or ``[batch|1, heads|1, q_len, k_len]``, True = may attend (the
         opposite of torch.nn.MultiheadAttention's ``attn_mask``); token_mask: bool ``[batch, k_len]``,
@@ -362,7 +405,10 @@ class MultiHeadAttention(nn.Module):
         Returns output ``[batch, q_len, d_model]``, or ``(output, weights [batch, heads, q_len,
         k_len])`` with ``need_weights=True``, which runs the eager path.
         """
-        q, k, v, attend = self._project(query, key, value, mask, token_mask)
+        if cache is None:
+            q, k, v, attend = self._project(query, key, value, mask, token_mask)
+        else:
+            q, k, v, attend = self._project_cached(query, key, value, mask, token_mask, cache)
         q_len, k_len = q.shape[-2], k.shape[-2]
         bias = self.attention_bias(q_len, k_len, q.device, q.dtype)
         if bias is not None:
@@ -412,6 +458,23 @@ class MultiHeadAttention(nn.Module):
         q, k = self.transform_qk(q, k, q_offset=k_len - q_len)
         return q, k, v, attend
 
+    def _project_cached(self, query, key, value, mask, token_mask, cache: KVCache):
+        """``_project`` for decoding: only the new tokens are projected, at their positions
+        ``cache.position + i``; their keys and values join the cache, and every key it holds is
+        returned (the new tokens are its last keys: ``q_offset = k_len - q_len`` holds)."""
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a mixers.attention.KVCache, got {type(cache).__name__}")
+        if key is not None or value is not None or mask is not None or token_mask is not None:
+            raise ValueError("cache is for decoding a self-attention layer: pass the new tokens as query alone, "
+                             "with no key, value, mask or token_mask")
+        check_tensor(query, "query", f"[batch, new, d_model={self.d_model}]", ndim=3, width=self.d_model)
+        q = self._split_heads(self.q_proj(query))
+        k = self._split_heads(self.k_proj(query))
+        v = self._split_heads(self.v_proj(query))
+        q, k = self.transform_qk(q, k, q_offset=cache.position, k_offset=cache.position)
+        k, v = cache.extend(k, v)
+        return q, k, v, None
+
     def _check_inputs(self, query, key, value) -> tuple[int, int, int, int]:
         check_tensor(query, "query", f"[batch, q_len, d_model={self.d_model}]", ndim=3, width=self.d_model)
         check_tensor(key, "key", f"[batch, k_len, kdim={self.kdim}]", ndim=3, width=self.kdim)
@@ -434,7 +497,7 @@ class MultiHeadAttention(nn.Module):
         return keys if mask is None else mask & keys
 
     def _with_causal(self, attend, q_len, k_len, device):
-        if not self.causal:
+        if not self.causal or q_len == 1:  # one query sits at the last position: it may read every key
             return attend
         causal = causal_mask(q_len, k_len, device=device)
         return causal if attend is None else attend & causal

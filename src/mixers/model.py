@@ -36,7 +36,7 @@ from torch import nn
 from ._checks import (check_bool, check_dropout, check_even, check_int_in, check_non_negative_int,
                       check_positive_float, check_positive_int, check_scale, check_token_ids)
 from .alibi import AlibiMultiHeadAttention
-from .attention import MultiHeadAttention
+from .attention import KVCache, MultiHeadAttention
 from .feed_forward import VARIANTS, feed_forward_variant
 from .gmlp import GatedMLP
 from .positions import POSITION_SCHEMES, RotaryMultiHeadAttention, build_positions
@@ -240,8 +240,10 @@ class Block(nn.Module):
         self.norm_2 = nn.LayerNorm(d_model) if channel_mixer is not None else None
         self.channel_mixer = channel_mixer
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.token_mixer(self.norm_1(x))
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """``cache``: the token mixer's ``KVCache`` when decoding (attention mixers only)."""
+        mixer_input = self.norm_1(x)
+        x = x + (self.token_mixer(mixer_input) if cache is None else self.token_mixer(mixer_input, cache=cache))
         if self.channel_mixer is not None:
             x = x + self.channel_mixer(self.norm_2(x))
         return x
@@ -292,11 +294,7 @@ class LanguageModel(nn.Module):
             check_token_ids(targets, "targets", self.config.vocab_size)
             if targets.shape != idx.shape:
                 raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
-        x = self.token_embedding(idx)
-        positions = self.positions(idx.shape[1])
-        if positions is not None:
-            x = x + positions.to(device=x.device, dtype=x.dtype)
-        x = self.dropout(x)
+        x = self.dropout(self._embed(idx))
         for block in self.blocks:
             x = block(x)
         logits = self.head(self.final_norm(x))
@@ -304,6 +302,34 @@ class LanguageModel(nn.Module):
             return logits, None
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         return logits, loss
+
+    def decodes_with_cache(self) -> bool:
+        """Whether ``generate`` can keep a ``KVCache`` in every block: every token mixer is
+        attention and no position embedding is added outside it (ALiBi, rotary, or none).
+
+        Why not otherwise: a learned or sinusoidal table is added to the *input* at absolute
+        positions, and a model trained at ``block_size`` is shown at most that window, whose
+        positions shift with every new token; gMLP's W has ``block_size`` rows and mixes the
+        whole window at once. Those models recompute their cropped window for every token.
+        """
+        return self.config.positions == "none" and all(
+            isinstance(block.token_mixer, MultiHeadAttention) for block in self.blocks)
+
+    def _embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token embeddings ``[batch, seq, d_model]``, plus the position table's first seq rows if
+        the model adds positions to its input."""
+        x = self.token_embedding(idx)
+        positions = self.positions(idx.shape[1])
+        return x if positions is None else x + positions.to(device=x.device, dtype=x.dtype)
+
+    def _next_logits(self, idx: torch.Tensor, caches: list[KVCache] | None) -> torch.Tensor:
+        """Logits ``[batch, vocab]`` for the token after ``idx`` ``[batch, seq]``: only the last
+        position goes through the head. With ``caches`` (one per block), ``idx`` holds only the
+        tokens they have not seen yet."""
+        x = self._embed(idx)
+        for i, block in enumerate(self.blocks):
+            x = block(x) if caches is None else block(x, cache=caches[i])
+        return self.head(self.final_norm(x[:, -1]))
 
     @torch.no_grad()
     def generate(
@@ -313,26 +339,40 @@ class LanguageModel(nn.Module):
         temperature: float = 1.0,
         top_k: int | None = None,
         generator: torch.Generator | None = None,
+        max_context: int | None = None,
     ) -> torch.Tensor:
         """Extend ``idx`` ``[batch, seq]`` by ``max_new_tokens`` sampled tokens.
 
-        The context is cropped to the last ``block_size`` tokens; ``temperature`` (a positive
-        finite float) divides the logits; ``top_k`` (None, or an int in [1, vocab_size]) keeps
-        only the k most likely characters. ``max_new_tokens`` is an int >= 0.
+        Models that can (``decodes_with_cache``: ALiBi, rotary, attention without embedded
+        positions) decode through a ``KVCache`` in every block: each new token is one query
+        against the keys kept so far, and they read *past the training length*, every token so
+        far by default, or the last ``max_context`` in every layer (sliding-window attention).
+        The others read the last ``block_size`` tokens (or ``max_context``, if smaller), the
+        window recomputed for every token.
+
+        ``temperature`` (a positive finite float) divides the logits; ``top_k`` (None, or an int
+        in [1, vocab_size]) keeps only the k most likely characters. ``max_new_tokens`` is an int >= 0.
         """
         check_token_ids(idx, "idx", self.config.vocab_size)
         check_non_negative_int("max_new_tokens", max_new_tokens)
         check_positive_float("temperature", temperature)
         if top_k is not None:
             check_int_in("top_k", top_k, 1, self.config.vocab_size)
+        if max_context is not None:
+            check_positive_int("max_context", max_context)
+        if self.decodes_with_cache():
+            caches = [KVCache(max_context) for _ in self.blocks]
+            step = idx[:, -max_context:] if max_context is not None else idx  # the prompt, at once
+        else:
+            window = self.config.block_size if max_context is None else min(max_context, self.config.block_size)
+            caches = None
         for _ in range(max_new_tokens):
-            context = idx[:, -self.config.block_size :]
-            logits, _ = self(context)
-            logits = logits[:, -1, :].float() / temperature
+            context = step if caches is not None else idx[:, -window:]
+            logits = self._next_logits(context, caches).float() / temperature
             if top_k is not None:
                 kth = torch.topk(logits, top_k).values[:, -1:]
                 logits = logits.masked_fill(logits < kth, float("-inf"))
-            probs = F.softmax(logits, dim=-1)
-            next_id = torch.multinomial(probs, 1, generator=generator)
+            next_id = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
             idx = torch.cat([idx, next_id], dim=1)
+            step = next_id
         return idx

@@ -193,7 +193,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                              f"got d_model={d_model}, n_heads={n_heads}, d_head={self.d_head}")
         self.base = check_positive_float("base", base)
 
-    def transform_qk(self, q: Tensor, k: Tensor, q_offset: int) -> tuple[Tensor, Tensor]:
+    def transform_qk(self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0) -> tuple[Tensor, Tensor]:
         q_positions = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
-        k_positions = torch.arange(k.shape[-2], device=k.device)
+        k_positions = torch.arange(k_offset, k_offset + k.shape[-2], device=k.device)
         return rotary_embedding(q, q_positions, self.base), rotary_embedding(k, k_positions, self.base)
