@@ -440,6 +440,49 @@ def test_no_stale_bias_across_dtypes_and_lengths():
     assert module.attention_bias(3, 3, "cpu", torch.float64).dtype == torch.float64
 
 
+def test_the_bias_is_built_once_per_lengths_device_dtype_causality_and_slopes(monkeypatch):
+    module = AlibiMultiHeadAttention(16, 4, causal=True).eval()
+    builds = []
+    real = module._build_bias
+    monkeypatch.setattr(module, "_build_bias", lambda *a: builds.append(a[:2]) or real(*a))
+    x = torch.randn(2, 9, 16)
+    with torch.no_grad():
+        first = module(x)
+        torch.testing.assert_close(module(x), first, rtol=0, atol=0)
+        assert len(builds) == 1  # the second call reused it
+        module(x[:, :5])  # another length
+        module(x)  # back to the first: one entry is kept, so it is rebuilt
+        assert len(builds) == 3
+        module.causal = False  # causality is in the key
+        bidirectional = module(x)
+        assert len(builds) == 4
+        module.causal = True
+        module(x)
+        module.slopes.mul_(2.0)  # slopes changed in place: their version is in the key
+        steeper = module(x)
+        assert len(builds) == 6
+    fresh = AlibiMultiHeadAttention(16, 4, causal=True).eval()
+    fresh.load_state_dict(module.state_dict())
+    fresh.slopes.mul_(2.0)
+    with torch.no_grad():
+        torch.testing.assert_close(steeper, fresh(x), atol=ATOL, rtol=0)
+        fresh.slopes.div_(2.0)
+        fresh.causal = False
+        torch.testing.assert_close(bidirectional, fresh(x), atol=ATOL, rtol=0)
+
+
+def test_the_sdpa_path_hands_torch_a_4d_mask(monkeypatch):
+    import mixers.attention as attention_module
+
+    seen = []
+    real = attention_module.fused_attention
+    monkeypatch.setattr(attention_module, "fused_attention",
+                        lambda q, k, v, attn_mask=None, **kw: seen.append(attn_mask) or real(q, k, v, attn_mask, **kw))
+    with torch.no_grad():
+        AlibiMultiHeadAttention(16, 4, causal=True).eval()(torch.randn(2, 7, 16))
+    assert seen[0].shape == (1, 4, 7, 7)  # [1, heads, q, k]: torch's fused CPU kernel refuses [heads, q, k]
+
+
 def test_slopes_buffer_moves_with_the_module_and_is_not_saved():
     module = AlibiMultiHeadAttention(16, 4)
     assert "slopes" not in module.state_dict()

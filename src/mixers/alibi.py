@@ -316,8 +316,9 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
       skipped. No attention dropout (it raises while training with ``dropout > 0``) and, on a
       CPU, no backward pass (torch has none there: it raises before running); float32/bf16/fp16.
 
-    ``slopes`` is a non-persistent buffer (not in the state dict; it moves with ``.to()``). The bias
-    is built fresh on every call for that call's lengths, device and dtype; nothing is cached.
+    ``slopes`` is a non-persistent buffer (not in the state dict; it moves with ``.to()``). The
+    eager and SDPA paths keep the last bias they built and reuse it while the lengths, device,
+    dtype, causality and slopes stay the same (``attention_bias``).
     """
 
     BACKENDS = ("eager", "sdpa", "flex")
@@ -328,6 +329,7 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         super().__init__(d_model, n_heads, dropout=dropout, bias=bias, causal=causal, kdim=kdim, vdim=vdim,
                          backend=backend, scale=scale, cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32)
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
+        self._bias_cache: tuple[tuple, Tensor] | None = None  # (what it was built for, the bias)
 
     def _exact_slopes(self, device) -> Tensor:
         # model.half() / .to(torch.bfloat16) also casts this buffer, rounding the slopes to 11 or 8
@@ -336,8 +338,29 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
             return self.slopes.to(device)
         return alibi_slopes(self.n_heads).to(device)
 
+    # A causal ALiBi bias keeps the diagonal (no query is left with nothing to read) and holds
+    # -inf above it (no causal mask is needed on top); a bidirectional one holds no -inf at all.
+    bias_may_empty_rows = False
+    bias_masks_future = True
+
     def attention_bias(self, q_len: int, k_len: int, device, dtype) -> Tensor:
-        """``alibi_bias`` for this call: ``[heads, q_len, k_len]``, -inf above the diagonal if causal."""
+        """``alibi_bias`` for this call: ``[heads, q_len, k_len]``, -inf above the diagonal if causal.
+
+        Built once and kept while the calls ask for the same lengths, device, dtype, causality
+        and slopes (a model at its training length asks for the same every step): rebuilding it
+        cost more than the attention kernel itself at L = 2048. The key holds everything the bias
+        depends on, the slopes buffer's identity and version included, so it cannot go stale.
+        Under ``torch.compile`` it is built in the graph instead, where the compiler fuses it.
+        """
+        device = torch.device(device)
+        key = (q_len, k_len, device, dtype, self.causal, self.slopes.data_ptr(), self.slopes._version)
+        if torch.compiler.is_compiling():
+            return self._build_bias(q_len, k_len, device, dtype)
+        if self._bias_cache is None or self._bias_cache[0] != key:
+            self._bias_cache = (key, self._build_bias(q_len, k_len, device, dtype))
+        return self._bias_cache[1]
+
+    def _build_bias(self, q_len: int, k_len: int, device, dtype) -> Tensor:
         return alibi_bias(self._exact_slopes(device), q_len, k_len, causal=self.causal,
                           symmetric=not self.causal, device=device, dtype=dtype)
 
