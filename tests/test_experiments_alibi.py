@@ -156,6 +156,10 @@ def test_bench_runs_every_implementation_and_they_agree(uncompiled_flex):
             if name != "causal_sdpa":
                 assert entry["max_abs_diff_vs_eager"] < 1e-5, name
         assert row["speedup_vs_labml"]["forward"]["labml"] == 1.0
+        for mode, ratios in row["time_vs_causal_floor"].items():  # each time over the floor's, same run
+            assert ratios["causal_sdpa"] == 1.0
+            for name, ratio in ratios.items():
+                assert ratio == impls[name][mode]["median_s"] / impls["causal_sdpa"][mode]["median_s"]
         assert row["scores_tensor_bytes"] == row["length"] ** 2 * 1 * 2 * 4  # batch 1, 2 heads, float32
     diagnostics = out["flex_diagnostics"]
     assert diagnostics["length"] == 24

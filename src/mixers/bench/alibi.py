@@ -11,7 +11,8 @@
 ``eager``          ``AlibiMultiHeadAttention(backend="eager")``: ``alibi_bias`` built for the call,
                    ``mixers.attention.dot_product_attention`` (scores ``[batch, heads, L, L]``)
 ``sdpa``           ``AlibiMultiHeadAttention(backend="sdpa")``: torch's fused SDPA, with the bias
-                   (and -inf above the diagonal) as one additive float mask ``[heads, L, L]``
+                   (and -inf above the diagonal) as one additive float mask ``[1, heads, L, L]``,
+                   built on the first call and kept
 ``flex``           ``AlibiMultiHeadAttention(backend="flex")``: compiled FlexAttention, the bias
                    computed inside the kernel (``score_mod``), the causal mask a block mask
 ``causal_sdpa``    ``MultiHeadAttention(causal=True)``, no ALiBi: fused SDPA with ``is_causal``,
@@ -23,7 +24,8 @@ layers' four projections are replaced by identities, so that what is timed is at
 (splitting and merging heads, building the bias, the kernel) and not the O(L·d²) matrix products
 around it, which are the same for every implementation. For each length the implementations are
 interleaved, repeated, and summarised by their median; the first call of each (FlexAttention's
-compilation) is timed separately and not counted. Peak memory is measured by
+compilation, the SDPA layer's bias) is timed separately and not counted. Each is also given as a
+multiple of ``causal_sdpa``'s time in the same run (``time_vs_causal_floor``). Peak memory is measured by
 ``mixers.bench.peak_memory`` (on a CPU: allocations recorded by ``torch.profiler``). Every
 output is compared with the eager path's, so a fast wrong answer would show.
 
@@ -184,18 +186,22 @@ def bench_length(functions: dict, length: int, batch: int, heads: int, d_head: i
         rows[name][mode].update(times[name, mode])
         rows[name][mode]["peak_bytes"] = peak_memory(call, device) if memory else None
 
-    speedup = {mode: {} for mode in modes}
+    speedup, vs_floor = ({mode: {} for mode in modes} for _ in range(2))
     for mode in modes:
         labml_row = rows.get("labml", {}).get(mode, {})
+        floor_row = rows.get("causal_sdpa", {}).get(mode, {})
         for name in functions:
             row = rows[name].get(mode, {})
             if "median_s" in row and "median_s" in labml_row:
                 speedup[mode][name] = labml_row["median_s"] / row["median_s"]
+            if "median_s" in row and "median_s" in floor_row:  # times the floor: causal attention, no bias
+                vs_floor[mode][name] = row["median_s"] / floor_row["median_s"]
     itemsize = torch.finfo(dtype).bits // 8
     return {
         "length": length,
         "implementations": rows,
         "speedup_vs_labml": speedup,
+        "time_vs_causal_floor": vs_floor,
         # The size of one [L, L, batch, heads] score tensor: the unit of labml's layout's memory.
         "scores_tensor_bytes": length * length * batch * heads * itemsize,
     }
@@ -337,8 +343,10 @@ def format_row(row: dict) -> str:
                 parts.append(f"{mode}: n/a ({entry.get('error')})")
                 continue
             ratio = row["speedup_vs_labml"][mode].get(name)
+            floor = row.get("time_vs_causal_floor", {}).get(mode, {}).get(name)
             peak = entry.get("peak_bytes")
             parts.append(f"{mode} {entry['median_s'] * 1e3:9.2f} ms" + (f" ({ratio:5.1f}x labml)" if ratio else "")
+                         + (f" ({floor:4.2f}x floor)" if floor and name != "causal_sdpa" else "")
                          + (f" peak {peak / 2**20:8.1f} MiB" if peak is not None else ""))
         lines.append(f"  {name:12s} " + " | ".join(parts))
     return "\n".join(lines)
