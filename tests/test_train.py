@@ -7,6 +7,7 @@ whole file runs in seconds on a shared CPU.
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -218,9 +219,51 @@ def test_git_commit_is_dirty_only_when_the_package_changed(tmp_path, monkeypatch
     assert results_module.git_commit() == clean + "-dirty"
 
 
-def test_bf16_is_used_on_cuda_with_amp_and_on_a_cpu_only_when_asked_and_native():
-    cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    assert uses_bf16(cuda, amp=True) and not uses_bf16(cuda, amp=False)
+@pytest.mark.parametrize("gpu_has_bf16, expected", [(True, torch.bfloat16), (False, torch.float16)],
+                         ids=["ampere-or-later", "t4"])
+def test_the_precision_follows_the_devices_capabilities(monkeypatch, gpu_has_bf16, expected):
+    # The GPU's capabilities stubbed: no GPU needed. A T4 has no bfloat16: float16 instead.
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: gpu_has_bf16)
+    cuda = torch.device("cuda")
+    assert train_module.autocast_dtype(cuda, amp=True) == expected
+    assert train_module.autocast_dtype(cuda, amp=False) is None
+    assert uses_bf16(cuda, amp=True) == gpu_has_bf16
+    assert train_module.precision_name(expected) == {True: "bf16 autocast",
+                                                     False: "float16 autocast, gradient scaler"}[gpu_has_bf16]
+    for native in (True, False):  # a CPU: bf16 only when asked and native, else float32
+        monkeypatch.setattr(train_module, "cpu_has_bf16", lambda native=native: native)
+        assert train_module.autocast_dtype(torch.device("cpu"), cpu_amp=True) == (torch.bfloat16 if native else None)
+        assert train_module.autocast_dtype(torch.device("cpu"), cpu_amp=False) is None
+    assert train_module.precision_name(None) == "float32"
+
+
+def test_float16_training_scales_the_loss_and_unscales_before_clipping(shakespeare, monkeypatch):
+    # The float16 path (a T4) on a CPU: autocast in float16 and a real GradScaler, with a stubbed
+    # capability. The scaler multiplies the loss before backward and divides the gradients
+    # before they are clipped, so the clipped norm is the true one.
+    monkeypatch.setattr(train_module, "autocast_dtype", lambda device, amp=True, cpu_amp=False: torch.float16)
+    scaled = []
+    real_scale = torch.amp.GradScaler.scale
+    monkeypatch.setattr(torch.amp.GradScaler, "scale",
+                        lambda self, loss: scaled.append(self.is_enabled()) or real_scale(self, loss))
+    monkeypatch.setattr(torch.amp.GradScaler, "__init__", _cpu_scaler_init(torch.amp.GradScaler.__init__))
+    config = replace(TINY.train, steps=3, warmup_steps=1, eval_interval=3)
+    torch.manual_seed(0)
+    result = train(build_model(65, TINY), shakespeare, config, "cpu", progress=False)
+    assert scaled == [True, True, True]
+    assert result.provenance["train_precision"] == "float16 autocast, gradient scaler"
+    assert math.isfinite(result.final_val_loss)
+
+
+def _cpu_scaler_init(real_init):
+    """GradScaler("cpu", enabled=...) as train builds it, kept enabled on a CPU for the test."""
+    def init(self, device="cuda", *args, enabled=True, **kwargs):
+        real_init(self, device, *args, enabled=enabled, **kwargs)
+    return init
+
+
+def test_bf16_is_used_on_a_cpu_only_when_asked_and_native():
+    cpu = torch.device("cpu")
     assert not uses_bf16(cpu, amp=True, cpu_amp=False)
     assert uses_bf16(cpu, amp=True, cpu_amp=True) == cpu_has_bf16()
     assert TrainConfig().cpu_amp is False  # opt-in: float32 on a CPU unless a profile asks
@@ -828,3 +871,39 @@ def test_train_and_evaluation_arguments_are_checked(shakespeare, call, error, ma
     """evaluate(batches=-1) returned -0.0 as a loss; the others failed deep inside or not at all."""
     with pytest.raises(error, match=match):
         call(build_model(65, TINY), shakespeare)
+
+
+def test_the_step_loop_never_reads_a_tensor_back_between_evaluations(shakespeare, monkeypatch):
+    # On a GPU each read (item, float, int, bool of a tensor) waits for every queued step. Count
+    # the package's own reads: they must not grow with the number of steps between evaluations.
+    import sys
+
+    reads = []
+
+    def counting(name):
+        real = getattr(torch.Tensor, name)
+
+        def read(self, *args, **kwargs):
+            caller = sys._getframe(1).f_code.co_filename
+            if f"{os.sep}mixers{os.sep}" in caller and f"{os.sep}tests{os.sep}" not in caller:
+                reads.append((name, sys._getframe(1).f_code.co_name))
+            return real(self, *args, **kwargs)
+        return read
+
+    for name in ("item", "__float__", "__int__", "__bool__", "tolist"):
+        monkeypatch.setattr(torch.Tensor, name, counting(name))
+    counts = []
+    for steps in (6, 18):
+        reads.clear()
+        config = replace(TINY.train, steps=steps, warmup_steps=1, eval_interval=steps)  # one evaluation
+        torch.manual_seed(0)
+        train(build_model(65, TINY), shakespeare, config, "cpu", progress=False)
+        counts.append([r for r in reads if r[1] not in ("evaluate", "check_token_ids", "random_batch")])
+    assert counts[0] == counts[1], f"reads per step in the loop: {set(counts[1]) - set(counts[0])}"
+    assert len(counts[1]) <= 4  # the evaluation's: divergence check and the running loss
+    # The forward pass's check of the token ids (excluded above) reads them back on a CPU only,
+    # where nothing is queued; elsewhere (meta stands in for a GPU) it reads nothing.
+    reads.clear()
+    from mixers._checks import check_token_ids
+    check_token_ids(torch.zeros(2, 3, dtype=torch.long, device="meta"), "idx", 65)
+    assert reads == []

@@ -228,17 +228,19 @@ def check_choice(name: str, value, choices) -> str:
 def check_token_ids(ids, name: str, vocab_size: int, expected: str = "[batch, seq]") -> Tensor:
     """An int64 tensor of shape ``expected`` (2-d, at least one position) whose every id lies in
     ``[0, vocab_size)``: an id past the embedding table would fail deep inside torch, or on a GPU
-    as an asynchronous device assert. One ``aminmax`` pass, one host synchronisation; skipped
-    inside ``torch.compile``, where a data-dependent branch would split the graph (``train``
-    checks its data against the model once, before the first step)."""
+    as an asynchronous device assert. The ids' range is read back (one ``aminmax`` pass) only
+    for a CPU tensor: on a GPU that read would make the host wait for every queued step, so
+    there the ids are checked where a model meets its data (``train``, ``sample``); and never
+    inside ``torch.compile``, where a data-dependent branch would split the graph."""
     if not isinstance(ids, Tensor) or ids.dtype != torch.long:
         got = ids.dtype if isinstance(ids, Tensor) else type(ids).__name__
         raise TypeError(f"{name} must be an int64 tensor {expected}, got {got}")
     if ids.dim() != 2 or ids.shape[1] == 0:
         raise ValueError(f"{name} must have shape {expected} with seq >= 1, got {tuple(ids.shape)}")
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or ids.device.type != "cpu" or not ids.numel():
         return ids
-    low, high = (int(v) for v in torch.aminmax(ids)) if ids.numel() else (0, 0)
+    low, high = torch.aminmax(ids)
+    low, high = int(low), int(high)
     if low < 0 or high >= vocab_size:
         raise ValueError(f"{name} holds token ids in [{low}, {high}], outside the vocabulary [0, {vocab_size}) "
                          f"(vocab_size={vocab_size}): was the model built for another tokenizer?")

@@ -6,7 +6,8 @@ the hardware:
 
 * ``smoke``: seconds on a laptop CPU; what CI and a CPU reader run live.
 * ``cpu``: minutes per model on two CPU cores (the baseline: about 5); meaningful results.
-* ``gpu``: the full mini-training on one GPU (bf16 autocast, ``torch.compile``).
+* ``gpu``: the full mini-training on one GPU (``torch.compile``; bf16 autocast, or float16 with a
+  gradient scaler on a GPU without bf16, such as Colab's T4: ``autocast_dtype``).
 
 The default is ``gpu`` when CUDA is available and ``smoke`` otherwise; the
 environment variable ``MIXERS_PROFILE`` forces one. Every run records where and
@@ -21,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
@@ -58,7 +60,7 @@ class TrainConfig:
     eval_batch_size: int | None = None  # None = batch_size
     seed: int = 1337
     compile: bool = False
-    amp: bool = True  # bf16 autocast on CUDA
+    amp: bool = True  # autocast on CUDA: bf16, or float16 where the GPU has no bf16 (autocast_dtype)
     cpu_amp: bool = False  # bf16 autocast on the CPU too, where it has native bf16 (cpu_has_bf16)
 
     def __post_init__(self) -> None:
@@ -179,18 +181,38 @@ def cpu_has_bf16() -> bool:
         return False
 
 
-def uses_bf16(device: torch.device, amp: bool = True, cpu_amp: bool = False) -> bool:
-    """Whether a run on ``device`` computes in bf16 autocast: ``amp`` on CUDA; ``cpu_amp`` on a
-    CPU with native bf16 (``cpu_has_bf16``). Everything else runs in float32."""
+def autocast_dtype(device: torch.device, amp: bool = True, cpu_amp: bool = False) -> torch.dtype | None:
+    """The dtype a run on ``device`` computes its matrix products in, under autocast; None for
+    float32 (no autocast). Chosen from what the device can do:
+
+    - a GPU, with ``amp``: bfloat16 where it has it (Ampere and later), else float16 (Colab's T4
+      has no bfloat16). float16 keeps 5 exponent bits: gradients below about 6e-8 underflow to
+      zero, so ``train`` scales the loss up (``torch.amp.GradScaler``) and the gradients back;
+    - a CPU, with ``cpu_amp``, where it multiplies bf16 natively (``cpu_has_bf16``): bfloat16;
+    - anything else: float32.
+    """
     check_flags(amp=amp, cpu_amp=cpu_amp)
-    if device.type == "cuda":
-        return amp
-    return device.type == "cpu" and cpu_amp and cpu_has_bf16()
+    if device.type == "cuda" and amp:
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "cpu" and cpu_amp and cpu_has_bf16():
+        return torch.bfloat16
+    return None
+
+
+def uses_bf16(device: torch.device, amp: bool = True, cpu_amp: bool = False) -> bool:
+    """Whether a run on ``device`` computes in bf16 autocast (``autocast_dtype``)."""
+    return autocast_dtype(device, amp, cpu_amp) == torch.bfloat16
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    """How a run's precision is recorded in its provenance."""
+    names = {torch.bfloat16: "bf16 autocast", torch.float16: "float16 autocast, gradient scaler"}
+    return names.get(dtype, "float32")
 
 
 def _autocast(device: torch.device, amp: bool = True, cpu_amp: bool = False):
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16,
-                          enabled=uses_bf16(device, amp, cpu_amp))
+    dtype = autocast_dtype(device, amp, cpu_amp)
+    return torch.autocast(device_type=device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
 
 
 @torch.no_grad()
@@ -322,84 +344,167 @@ def train(
     Seeded: on the CPU, the same seed gives the same losses, bit for bit. The tqdm bar shows the
     running training loss and the last validation loss. ``callback(StepInfo)``, if given, runs
     before the first step (step 0) and after every optimizer step (steps 1 to ``config.steps``),
-    outside the timings. A NaN or infinite loss raises ``TrainingDiverged``. A model whose
-    vocabulary is smaller than the dataset's is refused before the first step.
+    outside the timings. A NaN or infinite loss raises ``TrainingDiverged``, naming the first step
+    whose loss was not finite. A model whose vocabulary is smaller than the dataset's is refused
+    before the first step.
+
+    Between two evaluations the host never waits for the device: the steps' losses stay on it
+    (``_LossTracker``), and are read, and the steps timed, once per evaluation interval. A
+    ``callback`` needs each step's loss, so it reads it, and checks it, every step.
     """
     _check_arguments(model, dataset, config, progress, callback, profile, description)
     device = torch.device(device) if device is not None else default_device()
     torch.manual_seed(config.seed)
-    batch_generator = torch.Generator().manual_seed(config.seed)
+    batches = torch.Generator().manual_seed(config.seed)
     model.to(device)
     model.train()
     step_fn = torch.compile(model) if config.compile else model
     optimizer = make_optimizer(model, config)
-    eval_batch_size = config.eval_batch_size if config.eval_batch_size is not None else config.batch_size
+    dtype = autocast_dtype(device, config.amp, config.cpu_amp)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     result = TrainResult(model.config.to_dict(), asdict(config), parameters=model.num_parameters(),
-                         provenance=provenance(profile, device, [config.seed]))
-    # What the training steps, and the evaluations during training, computed in.
-    result.provenance["train_precision"] = ("bf16 autocast" if uses_bf16(device, config.amp, config.cpu_amp)
-                                            else "float32")
-
-    def clock() -> float:  # waits for queued GPU work, so that a step's time includes it
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return time.perf_counter()
-
-    start = clock()
+                         provenance={**provenance(profile, device, [config.seed]),
+                                     "train_precision": precision_name(dtype)})
+    losses, clock = _LossTracker(device), _Clock(device)
     if callback is not None:
-        callback(StepInfo(0, model))
+        with clock.paused():
+            callback(StepInfo(0, model))
     bar = tqdm(range(config.steps), desc=description, disable=not progress, mininterval=1.0)
-    running_loss = math.nan
-    timed_steps = 0
     try:
         for step in bar:
-            lr = lr_at(step, config)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            step_start = clock()
-            x, y = random_batch(dataset.train, config.batch_size, config.seq_len, batch_generator, device)
-            with _autocast(device, config.amp, config.cpu_amp):
-                _, loss = step_fn(x, y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            loss_value = loss.item()
-            seconds = clock() - step_start
-            if config.compile and step == 0:  # the first compiled step compiles
-                result.compile_time_s = seconds
-            else:
-                result.train_time_s += seconds
-                timed_steps += 1
-            if not math.isfinite(loss_value):
-                raise _diverged("the training", loss_value, step + 1, lr, config)
+            lr = _set_lr(optimizer, step, config)
+            loss = _train_step(step_fn, model, optimizer, scaler, dataset, config, batches, device)
+            losses.add(loss, step)
+            if config.compile and step == 0:  # the first compiled step compiles: timed on its own
+                result.compile_time_s = clock.lap()
             if callback is not None:
-                callback(StepInfo(step + 1, model, loss_value, lr))
-            running_loss = loss_value if math.isnan(running_loss) else 0.9 * running_loss + 0.1 * loss_value
+                with clock.paused():
+                    losses.check(config)
+                    callback(StepInfo(step + 1, model, losses.last(), lr))
             if (step + 1) % config.eval_interval == 0 or step == config.steps - 1:
-                eval_start = clock()
-                val = evaluate(model, dataset.val, config.seq_len, config.eval_batches, eval_batch_size,
-                               seed=config.seed + 1, device=device, amp=config.amp, cpu_amp=config.cpu_amp)
-                result.eval_time_s += clock() - eval_start
-                if not math.isfinite(val):
-                    raise _diverged("the validation", val, step + 1, lr, config)
-                result.steps.append(step + 1)
-                result.train_loss.append(running_loss)
-                result.val_loss.append(val)
-                bar.set_postfix(loss=f"{running_loss:.3f}", val=f"{val:.3f}")
-            elif step % 10 == 0:
-                bar.set_postfix(loss=f"{running_loss:.3f}")
+                result.train_time_s += clock.lap()
+                _evaluate_now(model, dataset, config, result, losses, step, device)
+                result.eval_time_s += clock.lap()
+                bar.set_postfix(loss=f"{result.train_loss[-1]:.3f}", val=f"{result.val_loss[-1]:.3f}")
     finally:
         bar.close()
-    result.wall_time_s = clock() - start
+    return _finish(result, model, config, clock)
+
+
+def _set_lr(optimizer: torch.optim.Optimizer, step: int, config: TrainConfig) -> float:
+    """The schedule's learning rate for ``step``, set on every parameter group."""
+    lr = lr_at(step, config)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    return lr
+
+
+def _train_step(step_fn, model, optimizer, scaler, dataset, config, batches, device) -> torch.Tensor:
+    """One optimizer step on a fresh random batch; returns the loss, still on the device."""
+    x, y = random_batch(dataset.train, config.batch_size, config.seq_len, batches, device)
+    with _autocast(device, config.amp, config.cpu_amp):
+        _, loss = step_fn(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()  # float16: the loss scaled up so that small gradients survive
+    if config.grad_clip > 0:
+        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    scaler.step(optimizer)  # skipped by the scaler if a scaled gradient overflowed
+    scaler.update()
+    return loss.detach()
+
+
+def _evaluate_now(model, dataset, config, result, losses, step, device) -> None:
+    """An evaluation: the first non-finite training loss so far raises, then the validation loss
+    is measured and recorded with the running training loss."""
+    losses.check(config)
+    batch_size = config.eval_batch_size if config.eval_batch_size is not None else config.batch_size
+    val = evaluate(model, dataset.val, config.seq_len, config.eval_batches, batch_size,
+                   seed=config.seed + 1, device=device, amp=config.amp, cpu_amp=config.cpu_amp)
+    if not math.isfinite(val):
+        raise _diverged("the validation", val, step + 1, lr_at(step, config), config)
+    result.steps.append(step + 1)
+    result.train_loss.append(losses.running())
+    result.val_loss.append(val)
+
+
+def _finish(result: TrainResult, model, config: TrainConfig, clock: "_Clock") -> TrainResult:
+    result.wall_time_s = clock.total()
+    timed_steps = config.steps - (1 if config.compile else 0)
     tokens = timed_steps * config.batch_size * config.seq_len
-    result.tokens_per_s = tokens / result.train_time_s if timed_steps else 0.0  # 0: no step timed
+    result.tokens_per_s = tokens / result.train_time_s if timed_steps and result.train_time_s > 0 else 0.0
     result.best_val_loss = min(result.val_loss)
     result.best_val_bpc = result.best_val_loss / math.log(2)
     result.final_val_loss = result.val_loss[-1]
     model.eval()
     return result
+
+
+class _LossTracker:
+    """The training losses, kept on the device so that no step waits for it to finish.
+
+    It holds the running loss (an exponential average, 0.9 old + 0.1 new, in float64 as a
+    Python float would be: the same numbers, bit for bit) and the first step whose loss was not
+    finite, with that loss; ``check`` and ``running`` read them back once, when asked.
+    """
+
+    def __init__(self, device: torch.device):
+        self._running: torch.Tensor | None = None
+        self._latest: torch.Tensor | None = None
+        self._bad_step = torch.tensor(-1, device=device)  # -1: every loss finite so far
+        self._bad_loss = torch.tensor(0.0, device=device)
+
+    def add(self, loss: torch.Tensor, step: int) -> None:
+        self._latest = loss.double()
+        self._running = self._latest if self._running is None else 0.9 * self._running + 0.1 * self._latest
+        first_bad = (self._bad_step < 0) & ~torch.isfinite(loss)
+        self._bad_step = torch.where(first_bad, step + 1, self._bad_step)
+        self._bad_loss = torch.where(first_bad, loss.float(), self._bad_loss)
+
+    def check(self, config: TrainConfig) -> None:
+        """Raises ``TrainingDiverged`` if a loss so far was NaN or infinite."""
+        bad_step = int(self._bad_step)
+        if bad_step > 0:
+            raise _diverged("the training", float(self._bad_loss), bad_step, lr_at(bad_step - 1, config), config)
+
+    def last(self) -> float:
+        return float(self._latest)
+
+    def running(self) -> float:
+        return float(self._running)
+
+
+class _Clock:
+    """Wall-clock laps that include the GPU work queued before them (it waits for it), and a
+    ``paused`` block whose time no lap counts (a callback's)."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.start = self._now()
+        self.mark = self.start
+        self.excluded = 0.0
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def lap(self) -> float:
+        """Seconds since the last lap (or the start), less any paused time in between."""
+        now = self._now()
+        seconds, self.mark, self.excluded = now - self.mark - self.excluded, now, 0.0
+        return seconds
+
+    @contextmanager
+    def paused(self):
+        before = self._now()
+        try:
+            yield
+        finally:
+            self.excluded += self._now() - before
+
+    def total(self) -> float:
+        return self._now() - self.start
 
 
 def _check_arguments(model, dataset, config=None, progress=False, callback=None, profile="", description="") -> None:

@@ -66,7 +66,7 @@ from ..bench import peak_memory
 from ..data import CharDataset, random_batch
 from ..model import CHANNEL_MIXERS, TOKEN_MIXERS, LanguageModel, ModelConfig
 from ..results import provenance, to_json
-from ..train import PROFILES, default_device, evaluate_sequential, run_profile, uses_bf16
+from ..train import PROFILES, autocast_dtype, default_device, evaluate_sequential, precision_name, run_profile
 from . import Experiment, cpu_threads, evaluation_windows, experiment_settings, main, run_jobs
 
 NAME = "side_by_side"
@@ -308,11 +308,11 @@ def train_step_peak_memory(model: LanguageModel, dataset: CharDataset, plan: dic
     device = next(model.parameters()).device
     x, y = random_batch(dataset.train, train["batch_size"], train["seq_len"], torch.Generator().manual_seed(0),
                         device)
-    bf16 = uses_bf16(device, train["amp"], train["cpu_amp"])
+    dtype = autocast_dtype(device, train["amp"], train["cpu_amp"])  # as the training steps ran
     model.train()
 
     def step() -> None:
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
             _, loss = model(x, y)
         loss.backward()
 
@@ -450,8 +450,7 @@ def run(profile: str, progress: bool = True, pairs=None, lrs=None, seeds=None) -
         "summary": summarize(runs, plan),
         "provenance": {
             **provenance(profile, device, plan["seeds"]),
-            "train_precision": ("bf16 autocast" if uses_bf16(device, plan["train"]["amp"], plan["train"]["cpu_amp"])
-                                else "float32"),
+            "train_precision": precision_name(autocast_dtype(device, plan["train"]["amp"], plan["train"]["cpu_amp"])),
             "threads": torch.get_num_threads(),
             "resumed_runs": resumed,
             # This invocation's time; with a resume, the runs' own times add up the whole experiment.
