@@ -161,6 +161,7 @@ def test_bench_runs_every_implementation_and_they_agree(uncompiled_flex):
             for name, ratio in ratios.items():
                 assert ratio == impls[name][mode]["median_s"] / impls["causal_sdpa"][mode]["median_s"]
         assert row["scores_tensor_bytes"] == row["length"] ** 2 * 1 * 2 * 4  # batch 1, 2 heads, float32
+        assert impls["sdpa"]["kept_bias_bytes"] == 2 * row["length"] ** 2 * 4  # the bias the layer keeps
     diagnostics = out["flex_diagnostics"]
     assert diagnostics["length"] == 24
     for part in ("layer", "kernel_with_alibi", "kernel_without_bias", "create_block_mask"):

@@ -197,6 +197,11 @@ def bench_length(functions: dict, length: int, batch: int, heads: int, d_head: i
             if "median_s" in row and "median_s" in floor_row:  # times the floor: causal attention, no bias
                 vs_floor[mode][name] = row["median_s"] / floor_row["median_s"]
     itemsize = torch.finfo(dtype).bits // 8
+    # The SDPA layer keeps the bias it built ([heads, L, L], outside any call's peak): memory it
+    # holds between calls, the price of not rebuilding it every call.
+    kept = getattr(functions.get("sdpa"), "_bias_cache", None)
+    if kept is not None:
+        rows["sdpa"]["kept_bias_bytes"] = kept[1].numel() * kept[1].element_size()
     return {
         "length": length,
         "implementations": rows,
@@ -348,7 +353,8 @@ def format_row(row: dict) -> str:
             parts.append(f"{mode} {entry['median_s'] * 1e3:9.2f} ms" + (f" ({ratio:5.1f}x labml)" if ratio else "")
                          + (f" ({floor:4.2f}x floor)" if floor and name != "causal_sdpa" else "")
                          + (f" peak {peak / 2**20:8.1f} MiB" if peak is not None else ""))
-        lines.append(f"  {name:12s} " + " | ".join(parts))
+        kept = modes.get("kept_bias_bytes")
+        lines.append(f"  {name:12s} " + " | ".join(parts) + (f" | keeps a {kept / 2**20:.1f} MiB bias" if kept else ""))
     return "\n".join(lines)
 
 
