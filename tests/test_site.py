@@ -2,10 +2,14 @@
 
 Every page of the table of contents, at a desktop and a phone width, must load nothing from
 another host, fail no request, log no console error or uncaught exception, show no untypeset
-maths, and have every image loaded and described by alt text; and every control of an
+maths, and have every image loaded and described by alt text; every control of an
 interactive view (the ipywidgets that the widget HTML manager renders) must change what the
-view shows. A full-page screenshot of each page at each width is saved beside the site, in
-``_build/screenshots/PAGE-WIDTH.png``.
+view shows; no line of code may wrap, and a table that scrolls sideways must show it and keep its
+first column in view; and the sidebar buttons must work: on a phone a tap on ☰ or on the
+contents button opens its drawer and a tap beside the drawer closes it, on a desktop ☰ hides and
+shows the sidebar. A full-page screenshot of each page at each width is saved beside the site, in
+``_build/screenshots/PAGE-WIDTH.png``, and one of the screen with each drawer open (phone) or the
+sidebar hidden (desktop), in ``PAGE-WIDTH-navigation.png`` and ``PAGE-WIDTH-contents.png``.
 
 The tests need the built site (``jupyter-book build . --warningiserror``; ``MIXERS_SITE_DIR``
 points them at another built copy) and Chromium (``apt-get install -y chromium``). Without
@@ -92,7 +96,8 @@ def browser():
 @pytest.mark.parametrize("page_path", toc_files(), ids=lambda path: Path(path).name)
 def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
     problems = {}  # one message per failing URL or per distinct error, in the order seen
-    context = browser.new_context(viewport=WIDTHS[width])
+    # A phone has a touch screen: its sidebar buttons are tapped (a desktop's are clicked).
+    context = browser.new_context(viewport=WIDTHS[width], has_touch=width == "phone")
     context.set_default_timeout(30 * SECONDS)
     try:
         page = context.new_page()
@@ -105,7 +110,9 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
         page.screenshot(path=SCREENSHOTS / f"{Path(page_path).name}-{width}.png", full_page=True)
 
         for message in (untypeset_maths(page) + bad_images(page) + figures_unreadable(page) + too_wide(page)
-                        + too_heavy(page_path) + exercise_views(page)):
+                        + code_wraps(page) + tables_scroll_unseen(page)
+                        + too_heavy(page_path) + exercise_views(page)
+                        + sidebars_dead(page, width, SCREENSHOTS / f"{Path(page_path).name}-{width}")):
             problems.setdefault(message, message)
         page.wait_for_load_state("networkidle")  # what the controls asked for is checked too
     finally:
@@ -240,6 +247,100 @@ def too_wide(page) -> list[str]:
     return [f"the page is {wide} px wide on a {screen} px screen: it scrolls sideways"] if wide > screen else []
 
 
+def code_wraps(page) -> list[str]:
+    """No line of code wraps: a wrapped piece would start at the left margin and read as dedented
+    Python. Every ``pre`` keeps ``white-space: pre``, and every line of its text (from one newline
+    to the next, across the highlighter's spans) lies on one line box: the union of its boxes is
+    no taller than one and a half of its tallest box. (A hidden ``pre``, in a collapsed cell, has
+    no boxes: only its style is checked.)"""
+    found = page.evaluate("""() => {
+        const found = [], range = document.createRange();
+        const named = text => JSON.stringify(text.trim().slice(0, 60));
+        document.querySelectorAll(".bd-article pre").forEach(pre => {
+            const whiteSpace = getComputedStyle(pre).whiteSpace;
+            if (whiteSpace !== "pre") {
+                found.push(`code block ${named(pre.textContent.trim().split("\\n")[0])} has white-space: ${whiteSpace}`);
+            }
+            if (!pre.getClientRects().length) return;
+            const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+            let start = null, last = null, node;
+            const measure = (endNode, endOffset) => {
+                range.setStart(start[0], start[1]);
+                range.setEnd(endNode, endOffset);
+                const boxes = [...range.getClientRects()].filter(box => box.width > 0 && box.height > 0);
+                if (!boxes.length) return;
+                const tallest = Math.max(...boxes.map(box => box.height));
+                const top = Math.min(...boxes.map(box => box.top)), bottom = Math.max(...boxes.map(box => box.bottom));
+                if (bottom - top > 1.5 * tallest) {
+                    found.push(`a line of code wraps onto ${Math.round((bottom - top) / tallest)} lines: ${named(range.toString())}`);
+                }
+            };
+            while ((node = walker.nextNode())) {
+                if (!start) start = [node, 0];
+                for (let at = node.data.indexOf("\\n"); at >= 0; at = node.data.indexOf("\\n", at + 1)) {
+                    measure(node, at);
+                    start = [node, at + 1];
+                }
+                last = node;
+            }
+            if (start) measure(last, last.length);
+        });
+        return found;
+    }""")
+    return found
+
+
+def tables_scroll_unseen(page, widest_first_column: float = 0.5) -> list[str]:
+    """A table either fits its column or shows that it scrolls. The theme puts each table in a
+    box that scrolls sideways (``.pst-scrollable-table-container``); where the table is wider,
+    the box shows a cue at its right edge (``data-more-right``, which book/_static/table-scroll.js
+    sets, and the fade that mixers.css draws from it), and the table's first column, which names
+    each row, is sticky: scrolled to the end, the first column is still at the box's left edge,
+    opaque, with a shadow beside it, and the cue at the right edge is gone. The first column
+    leaves at least half of the box to the columns that scroll. Each box is scrolled back after."""
+    return page.evaluate("""async widest => {
+        const frame = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+        const found = [];
+        const tables = [...document.querySelectorAll(".bd-article table")]
+            .filter(table => !table.closest(".jupyter-widgets") && table.getClientRects().length);
+        for (const [i, table] of tables.entries()) {
+            const name = `table ${i + 1} of ${tables.length} (${JSON.stringify(table.rows[0]?.textContent.trim().replace(/\\s+/g, " ").slice(0, 40))})`;
+            const box = table.closest(".pst-scrollable-table-container");
+            if (!box) {
+                if (table.scrollWidth > table.parentElement.clientWidth + 1) found.push(`${name} is wider than its column and not in a scrolling box`);
+                continue;
+            }
+            if (table.scrollWidth > table.clientWidth + 1) {  // a table shown as a block, scrolling in itself
+                found.push(`${name} scrolls sideways inside itself, not in its box: no cue, no sticky first column`);
+                continue;
+            }
+            const cue = () => box.hasAttribute("data-more-right") && getComputedStyle(box).maskImage !== "none";
+            const hidden = box.scrollWidth - box.clientWidth;
+            box.scrollLeft = 0;
+            await frame();
+            if (hidden <= 1) {
+                if (cue()) found.push(`${name} fits its column but shows a scroll cue`);
+                continue;
+            }
+            const firsts = [...table.rows].map(row => row.cells[0]).filter(Boolean);
+            if (!cue()) found.push(`${name} scrolls sideways (${hidden} px out of view) with no cue at its right edge`);
+            if (firsts.some(cell => getComputedStyle(cell).position !== "sticky")) found.push(`${name} scrolls sideways but its first column is not sticky`);
+            const share = firsts[0].getBoundingClientRect().width / box.clientWidth;
+            if (share > widest) found.push(`${name}: its first column takes ${Math.round(100 * share)}% of the box, leaving too little to scroll through`);
+            box.scrollLeft = hidden;
+            await frame();
+            const left = box.getBoundingClientRect().left + box.clientLeft;
+            if (firsts.some(cell => Math.abs(cell.getBoundingClientRect().left - left) > 1)) found.push(`${name}: scrolled to its end, its first column left the box`);
+            if (firsts.some(cell => !/^rgb\\(/.test(getComputedStyle(cell).backgroundColor))) found.push(`${name}: its first column is not opaque, so the columns beneath it show through`);
+            if (!box.hasAttribute("data-more-left") || getComputedStyle(firsts[0]).boxShadow === "none") found.push(`${name}: scrolled, its first column casts no shadow on the columns beneath it`);
+            if (cue()) found.push(`${name}: scrolled to its end, it still shows the cue at its right edge`);
+            box.scrollLeft = 0;
+            await frame();
+        }
+        return found;
+    }""", widest_first_column)
+
+
 def too_heavy(page_path: str, limit: int = 3 * 2**20) -> list[str]:
     """A page's own weight: its HTML (with the saved widget state) and its images, not the
     scripts and styles every page shares."""
@@ -248,6 +349,57 @@ def too_heavy(page_path: str, limit: int = 3 * 2**20) -> list[str]:
     images = {(html_file.parent / src).resolve() for src in re.findall(r'<img[^>]+src="([^":]+)"', html)}
     weight = html_file.stat().st_size + sum(image.stat().st_size for image in images if image.is_file())
     return [f"the page weighs {weight / 2**20:.2f} MiB (HTML and images), over {limit / 2**20:.0f} MiB"] if weight > limit else []
+
+
+# ---------------------------------------------------------------------------------------------
+# The sidebars: ☰ (the book's pages) and the contents button (this page's sections).
+
+
+def sidebars_dead(page, width: str, screenshot_stem: Path) -> list[str]:
+    """On a phone each sidebar is a drawer (a ``<dialog>``): a tap on its button opens it, showing
+    its links, and a tap beside it closes it and puts the links back in the page. On a desktop the
+    contents are always shown and ☰ hides the book's pages and shows them again. (The themes
+    wire only the first button of each class, a hidden copy: book/_static/sidebar-toggles.js.)
+    The contents button exists where the page has sections. A screenshot is taken of each drawer
+    open and of the hidden sidebar."""
+    from playwright.sync_api import TimeoutError
+
+    page.evaluate("window.scrollTo(0, 0)")
+    problems = []
+    sidebars = {"navigation": ("primary-toggle", "#pst-primary-sidebar"),
+                "contents": ("secondary-toggle", "#pst-secondary-sidebar")}
+    for name, (toggle, sidebar) in sidebars.items():
+        if not page.locator(sidebar).count() or (width == "desktop" and name == "contents"):
+            continue
+        buttons = page.locator(f".{toggle}").filter(visible=True)
+        if buttons.count() != 1:
+            problems.append(f"{buttons.count()} {name} buttons (.{toggle}) are visible, not one")
+            continue
+        try:
+            if width == "phone":
+                drawer = page.locator(f"{sidebar}-modal")
+                buttons.tap()
+                drawer.locator("a").filter(visible=True).first.wait_for(timeout=5 * SECONDS)
+                page.screenshot(path=f"{screenshot_stem}-{name}.png")
+                # A tap on the backdrop, in the middle of the wider margin beside the drawer.
+                box, screen = drawer.bounding_box(), page.viewport_size
+                left_margin, right_margin = box["x"], screen["width"] - (box["x"] + box["width"])
+                x = left_margin / 2 if left_margin > right_margin else screen["width"] - right_margin / 2
+                page.touchscreen.tap(x, screen["height"] / 2)
+                page.wait_for_function("d => !d.open", arg=drawer.element_handle(), timeout=5 * SECONDS)
+                if not page.locator(f"{sidebar} a").count():
+                    problems.append(f"the {name} drawer closed, but its links did not come back to the page")
+            else:
+                links = page.locator(f"{sidebar} a").filter(visible=True)
+                buttons.click()
+                page.locator(sidebar).wait_for(state="hidden", timeout=5 * SECONDS)
+                page.screenshot(path=f"{screenshot_stem}-{name}.png")
+                buttons.click()
+                links.first.wait_for(timeout=5 * SECONDS)
+        except TimeoutError:
+            action = "a tap on" if width == "phone" else "a click on"
+            problems.append(f"{action} the {name} button (.{toggle}) did not open and close its sidebar within 5 s")
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------
