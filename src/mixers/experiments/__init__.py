@@ -315,15 +315,30 @@ def main(name: str, run: Callable[..., dict], description: str, durations: dict[
         profile = args.profile or default_profile_name()
     except ValueError as error:  # a bad MIXERS_PROFILE
         parser.error(str(error))
-    path = partial_path(name, profile, args.out)
+    with exits_cleanly(parser, partial_path(name, profile, args.out)):
+        written = run_saved(name, run, profile, args.out, fresh=args.fresh, progress=not args.no_progress)
+    print(f"wrote {written}")
+
+
+def run_saved(name: str, run: Callable[..., dict], profile: str, out: Path, fresh: bool = False,
+              progress: bool = True) -> Path:
+    """``run(profile)`` with each finished run saved in ``out`` as it finishes (``save_runs``), then
+    its results written to ``out/NAME-PROFILE.json`` and the partial file removed."""
+    with save_runs(out, fresh=fresh):
+        results = run(profile, progress=progress)
+    written = save_results(name, profile, results, out)
+    partial_path(name, profile, out).unlink(missing_ok=True)  # the results hold every run now
+    return written
+
+
+@contextmanager
+def exits_cleanly(parser: argparse.ArgumentParser, path: Path) -> Iterator[None]:
+    """A settings mismatch or a corrupt partial file exits 2 with its message; Ctrl-C exits 130
+    saying where the finished runs are (``path``)."""
     try:
-        with save_runs(args.out, fresh=args.fresh):
-            results = run(profile, progress=not args.no_progress)
-        written = save_results(name, profile, results, args.out)
+        yield
     except (SettingsMismatch, CorruptResults) as error:
         parser.exit(2, f"error: {error}\n")
     except KeyboardInterrupt:  # also while the results are written: that is atomic, the partial file is whole
         print(_interrupted(path), file=sys.stderr)
         sys.exit(130)
-    print(f"wrote {written}")
-    path.unlink(missing_ok=True)  # the results hold every run now
