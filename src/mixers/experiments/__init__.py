@@ -304,7 +304,17 @@ def main(name: str, run: Callable[..., dict], description: str, durations: dict[
     """The command line every experiment module shares: ``--profile``, ``--out``, ``--fresh``,
     ``--no-progress``. Each finished run is saved as it finishes (``save_runs``) and resumed by a
     rerun; the partial file goes once the results are written."""
-    parser = command_line(f"python -m mixers.experiments.{name}", description, durations)
+    parser, args, profile = parse_experiment_args(f"python -m mixers.experiments.{name}", description, durations,
+                                                  argv)
+    with exits_cleanly(parser, partial_path(name, profile, args.out)):
+        written = run_saved(name, run, profile, args.out, fresh=args.fresh, progress=not args.no_progress)
+    print(f"wrote {written}")
+
+
+def parse_experiment_args(prog: str, description: str, durations: dict[str, str], argv: list[str] | None):
+    """``command_line`` plus ``--profile``, ``--fresh`` and ``--no-progress``, parsed from ``argv``:
+    the parser, its arguments and the profile (``--profile``, else ``default_profile_name``)."""
+    parser = command_line(prog, description, durations)
     parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
                         help="training size (default: MIXERS_PROFILE, else gpu with CUDA, else smoke)")
     parser.add_argument("--fresh", action="store_true",
@@ -315,9 +325,7 @@ def main(name: str, run: Callable[..., dict], description: str, durations: dict[
         profile = args.profile or default_profile_name()
     except ValueError as error:  # a bad MIXERS_PROFILE
         parser.error(str(error))
-    with exits_cleanly(parser, partial_path(name, profile, args.out)):
-        written = run_saved(name, run, profile, args.out, fresh=args.fresh, progress=not args.no_progress)
-    print(f"wrote {written}")
+    return parser, args, profile
 
 
 def run_saved(name: str, run: Callable[..., dict], profile: str, out: Path, fresh: bool = False,

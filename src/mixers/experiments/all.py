@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..train import PROFILES, default_profile_name
-from . import command_line, exits_cleanly, partial_path, results_path, run_saved
+from . import exits_cleanly, parse_experiment_args, partial_path, results_path, run_saved
 
 EXPERIMENTS = ("baseline", "attention_scaling", "glu_variants", "gmlp", "alibi_extrapolation", "side_by_side")
 DURATIONS = {"smoke": "a few minutes", "cpu": "about an hour and a half on a two-core CPU",
@@ -22,16 +21,8 @@ DURATIONS = {"smoke": "a few minutes", "cpu": "about an hour and a half on a two
 
 def main(argv: list[str] | None = None) -> None:
     """The command line: ``--profile``, ``--out``, ``--fresh``, ``--no-progress``."""
-    parser = command_line("python -m mixers.experiments.all", __doc__.splitlines()[0], DURATIONS)
-    parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
-                        help="training size (default: MIXERS_PROFILE, else gpu with CUDA, else smoke)")
-    parser.add_argument("--fresh", action="store_true", help="run every experiment again, discarding saved runs")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    args = parser.parse_args(argv)
-    try:
-        profile = args.profile or default_profile_name()
-    except ValueError as error:  # a bad MIXERS_PROFILE
-        parser.error(str(error))
+    parser, args, profile = parse_experiment_args("python -m mixers.experiments.all", __doc__.splitlines()[0],
+                                                  DURATIONS, argv)
     for name in EXPERIMENTS:
         done = results_path(name, profile, args.out)
         if done.is_file() and not args.fresh:
