@@ -348,23 +348,13 @@ def train(
     whose loss was not finite. A model whose vocabulary is smaller than the dataset's is refused
     before the first step.
 
-    Between two evaluations the host never waits for the device: the steps' losses stay on it
-    (``_LossTracker``), and are read, and the steps timed, once per evaluation interval. A
-    ``callback`` needs each step's loss, so it reads it, and checks it, every step.
+    Between evaluations the host never waits for the device: losses stay on it (``_LossTracker``)
+    until each evaluation; a ``callback`` needs each step's loss, so it reads and checks it.
     """
     _check_arguments(model, dataset, config, progress, callback, profile, description)
     device = torch.device(device) if device is not None else default_device()
-    torch.manual_seed(config.seed)
+    step_fn, optimizer, scaler, result = _prepare(model, config, device, profile)  # seeds torch, too
     batches = torch.Generator().manual_seed(config.seed)
-    model.to(device)
-    model.train()
-    step_fn = torch.compile(model) if config.compile else model
-    optimizer = make_optimizer(model, config)
-    dtype = autocast_dtype(device, config.amp, config.cpu_amp)
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-    result = TrainResult(model.config.to_dict(), asdict(config), parameters=model.num_parameters(),
-                         provenance={**provenance(profile, device, [config.seed]),
-                                     "train_precision": precision_name(dtype)})
     losses, clock = _LossTracker(device), _Clock(device)
     if callback is not None:
         with clock.paused():
@@ -389,6 +379,22 @@ def train(
     finally:
         bar.close()
     return _finish(result, model, config, clock)
+
+
+def _prepare(model: LanguageModel, config: TrainConfig, device: torch.device, profile: str):
+    """The model on ``device`` in training mode, and what a run needs: the function a step calls
+    (the model, compiled if asked), AdamW, a gradient scaler (enabled for float16 only) and an
+    empty ``TrainResult`` that records where and in what precision it ran. Seeds torch first."""
+    torch.manual_seed(config.seed)
+    model.to(device)
+    model.train()
+    step_fn = torch.compile(model) if config.compile else model
+    dtype = autocast_dtype(device, config.amp, config.cpu_amp)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    result = TrainResult(model.config.to_dict(), asdict(config), parameters=model.num_parameters(),
+                         provenance={**provenance(profile, device, [config.seed]),
+                                     "train_precision": precision_name(dtype)})
+    return step_fn, make_optimizer(model, config), scaler, result
 
 
 def _set_lr(optimizer: torch.optim.Optimizer, step: int, config: TrainConfig) -> float:
