@@ -30,7 +30,11 @@ def shakespeare(corpus_text) -> CharDataset:
 @pytest.fixture
 def uncompiled_flex(monkeypatch):
     """Route the ALiBi flex path through torch's uncompiled flex_attention (same function, no kernel)."""
-    monkeypatch.setattr(alibi_module, "_compiled_flex_attention", flex_attention)
+    monkeypatch.setattr(
+        alibi_module, "_compiled_flex_attention", flex_attention
+    )
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+        warnings.filterwarnings(
+            "ignore", message=".*flex_attention called without torch.compile.*"
+        )
         yield

@@ -23,31 +23,48 @@ def cases(order: str):
     shapes = [(length, heads) for length in LENGTHS for heads in HEADS]
     for length, heads in shapes if order == "forward" else shapes[::-1]:
         yield "causal", length, heads
-    for heads in HEADS if order == "forward" else HEADS[::-1]:  # padding and bidirectional, one length
+    for heads in (
+        HEADS if order == "forward" else HEADS[::-1]
+    ):  # padding and bidirectional, one length
         yield "causal+token_mask", 40, heads
         yield "bidirectional+token_mask", 130, heads
 
 
 def error(kind: str, length: int, heads: int) -> float:
-    layer = AlibiMultiHeadAttention(heads * D_HEAD, heads, causal=kind.startswith("causal"), backend="flex").eval()
+    layer = AlibiMultiHeadAttention(
+        heads * D_HEAD, heads, causal=kind.startswith("causal"), backend="flex"
+    ).eval()
     x = torch.randn(BATCH, length, heads * D_HEAD)
     token_mask = None
-    if "token_mask" in kind:  # sample 1 padded on the left, sample 2 on the right
+    if (
+        "token_mask" in kind
+    ):  # sample 1 padded on the left, sample 2 on the right
         token_mask = torch.ones(BATCH, length, dtype=torch.bool)
         token_mask[1, : length // 3] = False
-        token_mask[2, -length // 4:] = False
+        token_mask[2, -length // 4 :] = False
     with torch.no_grad():
         flex = layer(x, token_mask=token_mask)
         layer.backend = "eager"
         eager = layer(x, token_mask=token_mask)
-    real = token_mask if token_mask is not None else torch.ones(BATCH, length, dtype=torch.bool)
-    return (flex - eager)[real].abs().max().item()  # NaN compares as not <= tolerance
+    real = (
+        token_mask
+        if token_mask is not None
+        else torch.ones(BATCH, length, dtype=torch.bool)
+    )
+    return (
+        (flex - eager)[real].abs().max().item()
+    )  # NaN compares as not <= tolerance
 
 
 if __name__ == "__main__":
     threads, order = int(sys.argv[1]), sys.argv[2]
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    errors = {f"{kind} L={length} H={heads}": error(kind, length, heads) for kind, length, heads in cases(order)}
-    errors["causal L=16 H=4, again last"] = error("causal", 16, 4)  # the first shape still right after the others
+    errors = {
+        f"{kind} L={length} H={heads}": error(kind, length, heads)
+        for kind, length, heads in cases(order)
+    }
+    errors["causal L=16 H=4, again last"] = error(
+        "causal", 16, 4
+    )  # the first shape still right after the others
     print(json.dumps(errors))

@@ -7,11 +7,15 @@ def run_smoke_restoring_threads(run) -> dict:
     """``run("smoke")`` of an experiment, checking that it restores the thread count it changed."""
     threads = torch.get_num_threads()
     out = run("smoke", progress=False)
-    assert torch.get_num_threads() == threads  # run() restores the thread count it changed
+    assert (
+        torch.get_num_threads() == threads
+    )  # run() restores the thread count it changed
     return out
 
 
-def assert_causal_by_perturbation(module, x: torch.Tensor, t: int, atol: float) -> None:
+def assert_causal_by_perturbation(
+    module, x: torch.Tensor, t: int, atol: float
+) -> None:
     """Changing position ``t`` of ``x [batch, seq, d]`` leaves ``module``'s outputs before ``t``
     unchanged (to ``atol``) and changes every output from ``t`` on."""
     y = x.clone()
@@ -22,15 +26,25 @@ def assert_causal_by_perturbation(module, x: torch.Tensor, t: int, atol: float) 
     assert ((out_x[:, t:] - out_y[:, t:]).abs().amax(-1) > 1e-6).all()
 
 
-def assert_decoding_equals_the_full_pass(module, x: torch.Tensor, chunk_from: int, atol: float) -> None:
+def assert_decoding_equals_the_full_pass(
+    module, x: torch.Tensor, chunk_from: int, atol: float
+) -> None:
     """Self-attention ``module`` called with new queries against all keys so far (a key/value
     cache) gives the rows of the full pass on ``x [batch, seq, d]``: one token at a time, then the
     tokens from ``chunk_from`` on at once."""
     seq = x.shape[1]
     with torch.no_grad():
         full = module(x)
-        for t in range(seq):  # one new token at a time, with every past token as key and value
-            step = module(x[:, t: t + 1], x[:, : t + 1], x[:, : t + 1])
-            torch.testing.assert_close(step, full[:, t: t + 1], atol=atol, rtol=0)
-        chunk = module(x[:, chunk_from:], x, x)  # several new tokens after a cache
-        torch.testing.assert_close(chunk, full[:, chunk_from:], atol=atol, rtol=0)
+        for t in range(
+            seq
+        ):  # one new token at a time, with every past token as key and value
+            step = module(x[:, t : t + 1], x[:, : t + 1], x[:, : t + 1])
+            torch.testing.assert_close(
+                step, full[:, t : t + 1], atol=atol, rtol=0
+            )
+        chunk = module(
+            x[:, chunk_from:], x, x
+        )  # several new tokens after a cache
+        torch.testing.assert_close(
+            chunk, full[:, chunk_from:], atol=atol, rtol=0
+        )

@@ -32,9 +32,14 @@ NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 def test_every_toc_entry_exists_and_every_notebook_is_in_the_toc():
     listed = set(toc_files())
     for name in listed:
-        assert any((ROOT / f"{name}{ext}").is_file() for ext in (".md", ".ipynb")), name
+        assert any(
+            (ROOT / f"{name}{ext}").is_file()
+            for ext in (".md", ".rst", ".ipynb")
+        ), name
     for notebook in NOTEBOOKS:
-        assert str(notebook.relative_to(ROOT).with_suffix("")) in listed, notebook
+        assert str(notebook.relative_to(ROOT).with_suffix("")) in listed, (
+            notebook
+        )
 
 
 def test_execution_is_off_so_the_site_shows_the_committed_outputs():
@@ -42,9 +47,13 @@ def test_execution_is_off_so_the_site_shows_the_committed_outputs():
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
-def test_the_title_comes_first_then_the_colab_cell_collapsed_on_the_site(notebook):
+def test_the_title_comes_first_then_the_colab_cell_collapsed_on_the_site(
+    notebook,
+):
     title, colab = json.loads(notebook.read_text())["cells"][:2]
-    assert title["cell_type"] == "markdown" and "".join(title["source"]).startswith("# ")
+    assert title["cell_type"] == "markdown" and "".join(
+        title["source"]
+    ).startswith("# ")
     source = "".join(colab["source"])
     assert colab["cell_type"] == "code"
     assert 'if "google.colab" in sys.modules:' in source
@@ -53,25 +62,41 @@ def test_the_title_comes_first_then_the_colab_cell_collapsed_on_the_site(noteboo
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
-def test_every_ignored_output_has_a_reason_in_its_metadata_not_in_its_source(notebook):
+def test_every_ignored_output_has_a_reason_in_its_metadata_not_in_its_source(
+    notebook,
+):
     # nbval's own tag marks the cell; the reason lives in the metadata, where a reader of the
     # site never sees it, and the source carries no NBVAL comment.
     for cell in json.loads(notebook.read_text())["cells"]:
         source = "".join(cell["source"])
         assert "NBVAL" not in source, source[:80]
         if "nbval-ignore-output" in cell["metadata"].get("tags", []):
-            assert re.fullmatch(r"\S.{10,}", cell["metadata"].get("nbval-ignore-output-reason", "")), source[:80]
+            assert re.fullmatch(
+                r"\S.{10,}",
+                cell["metadata"].get("nbval-ignore-output-reason", ""),
+            ), source[:80]
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebooks_are_committed_with_outputs_and_no_errors(notebook):
-    cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
-    assert all(c.get("execution_count") for c in cells[1:]), "every code cell after the Colab cell ran"
+    cells = [
+        c
+        for c in json.loads(notebook.read_text())["cells"]
+        if c["cell_type"] == "code"
+    ]
+    assert all(c.get("execution_count") for c in cells[1:]), (
+        "every code cell after the Colab cell ran"
+    )
     for cell in cells:
-        assert not any(out.get("output_type") == "error" for out in cell.get("outputs", []))
+        assert not any(
+            out.get("output_type") == "error"
+            for out in cell.get("outputs", [])
+        )
 
 
-def test_one_command_points_the_config_and_every_colab_cell_at_a_new_repository(tmp_path):
+def test_one_command_points_the_config_and_every_colab_cell_at_a_new_repository(
+    tmp_path,
+):
     import importlib.util
     import shutil
 
@@ -79,13 +104,20 @@ def test_one_command_points_the_config_and_every_colab_cell_at_a_new_repository(
     shutil.copy(ROOT / "_config.yml", tmp_path / "_config.yml")
     for notebook in NOTEBOOKS:
         shutil.copy(notebook, tmp_path / "book" / notebook.name)
-    spec = importlib.util.spec_from_file_location("set_repository_url", ROOT / "tools" / "set_repository_url.py")
+    spec = importlib.util.spec_from_file_location(
+        "set_repository_url", ROOT / "tools" / "set_repository_url.py"
+    )
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
 
     url = "https://github.com/someone/their-mixers"
     tool.set_repository_url(url, root=tmp_path)
-    assert yaml.safe_load((tmp_path / "_config.yml").read_text())["repository"]["url"] == url
+    assert (
+        yaml.safe_load((tmp_path / "_config.yml").read_text())["repository"][
+            "url"
+        ]
+        == url
+    )
     for notebook in NOTEBOOKS:
         before = json.loads(notebook.read_text())
         after = json.loads((tmp_path / "book" / notebook.name).read_text())
@@ -96,7 +128,9 @@ def test_one_command_points_the_config_and_every_colab_cell_at_a_new_repository(
         after["cells"][1]["source"] = before["cells"][1]["source"]
         assert after == before
     with pytest.raises(ValueError, match="OWNER/REPO"):
-        tool.set_repository_url("git@github.com:someone/mixers.git", root=tmp_path)
+        tool.set_repository_url(
+            "git@github.com:someone/mixers.git", root=tmp_path
+        )
 
 
 def test_the_colab_install_keeps_the_torch_already_installed():
@@ -107,11 +141,28 @@ def test_the_colab_install_keeps_the_torch_already_installed():
     import sys
 
     report = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--no-build-isolation",
-         "--quiet", "--report", "-", str(ROOT)],
-        capture_output=True, text=True, timeout=300, check=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--no-index",
+            "--no-build-isolation",
+            "--quiet",
+            "--report",
+            "-",
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
-    installs = [item["metadata"]["name"].lower() for item in json.loads(report.stdout)["install"]]
+    installs = [
+        item["metadata"]["name"].lower()
+        for item in json.loads(report.stdout)["install"]
+    ]
     assert installs == ["mixers"], installs
 
 
@@ -121,7 +172,10 @@ def test_harness_cells_are_collapsed_on_the_site(notebook):
     # not teaching: their code sits behind a toggle, their output stays on the page and under nbval.
     for cell in json.loads(notebook.read_text())["cells"]:
         source = "".join(cell["source"])
-        if cell["cell_type"] == "code" and re.search(r"load_results\(|timeit|time_call\(|\.run\(\"smoke\", lengths", source):
+        if cell["cell_type"] == "code" and re.search(
+            r"load_results\(|timeit|time_call\(|\.run\(\"smoke\", lengths",
+            source,
+        ):
             tags = cell["metadata"].get("tags", [])
             assert "hide-input" in tags or "remove-input" in tags, source[:80]
 
@@ -131,13 +185,22 @@ def test_every_figure_has_a_name_a_caption_and_alt_text(notebook):
     # MyST-NB turns this cell metadata into a numbered, captioned figure with real alt text
     # (without it the alt text is the image's file path). One figure per cell, so names are unique.
     for cell in json.loads(notebook.read_text())["cells"]:
-        images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+        images = [
+            o
+            for o in cell.get("outputs", [])
+            if "image/png" in o.get("data", {})
+        ]
         if not images:
             continue
         assert len(images) == 1, "".join(cell["source"])[:80]
         meta = cell["metadata"].get("mystnb", {})
-        assert meta.get("figure", {}).get("name", "").startswith("fig-"), "".join(cell["source"])[:80]
-        assert len(meta["figure"].get("caption", "")) > 20 and len(meta.get("image", {}).get("alt", "")) > 20
+        assert meta.get("figure", {}).get("name", "").startswith("fig-"), (
+            "".join(cell["source"])[:80]
+        )
+        assert (
+            len(meta["figure"].get("caption", "")) > 20
+            and len(meta.get("image", {}).get("alt", "")) > 20
+        )
 
 
 def test_each_page_includes_each_script_once():
@@ -146,14 +209,20 @@ def test_each_page_includes_each_script_once():
     import importlib.util
     from types import SimpleNamespace
 
-    spec = importlib.util.spec_from_file_location("unique_scripts", ROOT / "book" / "_ext" / "unique_scripts.py")
+    spec = importlib.util.spec_from_file_location(
+        "unique_scripts", ROOT / "book" / "_ext" / "unique_scripts.py"
+    )
     extension = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(extension)
     thebe = {"body": "const THEBE_JS_URL = 'x'"}
-    scripts = [SimpleNamespace(filename="_static/a.js", attributes={}),
-               SimpleNamespace(filename=None, attributes=dict(thebe)),
-               SimpleNamespace(filename="", attributes=dict(thebe)),
-               SimpleNamespace(filename="_static/a.js", attributes={"async": "async"})]
+    scripts = [
+        SimpleNamespace(filename="_static/a.js", attributes={}),
+        SimpleNamespace(filename=None, attributes=dict(thebe)),
+        SimpleNamespace(filename="", attributes=dict(thebe)),
+        SimpleNamespace(
+            filename="_static/a.js", attributes={"async": "async"}
+        ),
+    ]
     context = {"script_files": list(scripts)}
     extension._unique_scripts(None, "page", "page.html", context, None)
     assert context["script_files"] == [scripts[0], scripts[1], scripts[3]]
@@ -161,18 +230,25 @@ def test_each_page_includes_each_script_once():
 
 
 # A listing of the package's source, as a chapter writes it, and the call that shows the same code.
-LISTING = re.compile(r"```\{literalinclude\}\s+\.\./src/(\S+)\.py\n((?::[\w-]+:[^\n]*\n)*)")
+LISTING = re.compile(
+    r"```\{literalinclude\}\s+\.\./src/(\S+)\.py\n((?::[\w-]+:[^\n]*\n)*)"
+)
 LISTING_OPTION = re.compile(r":([\w-]+):\s*(.*)\n")
 
 
 def show_source_calls(markdown: str) -> list[str]:
     calls = []
     for match in LISTING.finditer(markdown):
-        module = match.group(1).replace("/", ".")
+        module = match.group(1).replace("/", ".").removesuffix(".__init__")
         options = dict(LISTING_OPTION.findall(match.group(2)))
-        target = module + ("." + options.pop("pyobject") if "pyobject" in options else "")
-        args = [repr(target)] + [f"{key.replace('-', '_')}={value.strip()!r}" for key, value in options.items()
-                                 if key in ("start-at", "end-before", "end-at")]
+        target = module + (
+            "." + options.pop("pyobject") if "pyobject" in options else ""
+        )
+        args = [repr(target)] + [
+            f"{key.replace('-', '_')}={value.strip()!r}"
+            for key, value in options.items()
+            if key in ("start-at", "end-before", "end-at")
+        ]
         calls.append(f"show_source({', '.join(args)})")
     return calls
 
@@ -184,56 +260,110 @@ def test_every_listing_is_shown_where_the_directive_is_not_rendered(notebook):
     cells = json.loads(notebook.read_text())["cells"]
     listed = 0
     for cell, after in zip(cells, cells[1:] + [None]):
-        calls = show_source_calls("".join(cell["source"])) if cell["cell_type"] == "markdown" else []
+        calls = (
+            show_source_calls("".join(cell["source"]))
+            if cell["cell_type"] == "markdown"
+            else []
+        )
         if not calls:
             continue
         listed += len(calls)
         assert after is not None and after["cell_type"] == "code", calls
         assert "remove-cell" in after["metadata"].get("tags", []), calls
-        shown = [line for line in "".join(after["source"]).splitlines() if line.startswith("show_source(")]
+        shown = [
+            line
+            for line in "".join(after["source"]).splitlines()
+            if line.startswith("show_source(")
+        ]
         assert shown == calls
-        assert all(out.get("data", {}).get("text/markdown", "").startswith("```python\n") for out in after["outputs"])
+        assert all(
+            out.get("data", {})
+            .get("text/markdown", "")
+            .startswith("```python\n")
+            for out in after["outputs"]
+        )
         assert len(after["outputs"]) == len(calls)
     # every listing of the package was recognised (none written in a form the pattern misses)
-    markdown = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    markdown = "".join(
+        "".join(c["source"]) for c in cells if c["cell_type"] == "markdown"
+    )
     assert listed == markdown.count("{literalinclude} ../src/")
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_figure_is_cross_referenced_from_the_prose(notebook):
     cells = json.loads(notebook.read_text())["cells"]
-    prose = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    names = [c["metadata"]["mystnb"]["figure"]["name"] for c in cells if "figure" in c["metadata"].get("mystnb", {})]
-    assert names and [n for n in names if f"{{numref}}`{n}`" not in prose] == []
+    prose = "".join(
+        "".join(c["source"]) for c in cells if c["cell_type"] == "markdown"
+    )
+    names = [
+        c["metadata"]["mystnb"]["figure"]["name"]
+        for c in cells
+        if "figure" in c["metadata"].get("mystnb", {})
+    ]
+    assert (
+        names and [n for n in names if f"{{numref}}`{n}`" not in prose] == []
+    )
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
-def test_every_chapter_ends_with_exercises_whose_solutions_run_and_a_next_pointer(notebook):
+def test_every_chapter_ends_with_exercises_whose_solutions_run_and_a_next_pointer(
+    notebook,
+):
     # Each exercise: "**Exercise K.**", then a dropdown "Solution K", then one hidden code cell that
     # works it out (run and checked by nbval like every other cell).
     cells = json.loads(notebook.read_text())["cells"]
     text = ["".join(c["source"]) for c in cells]
-    start = next(i for i, t in enumerate(text) if cells[i]["cell_type"] == "markdown" and t.startswith("## Exercises"))
-    exercises = [i for i in range(start, len(cells)) if text[i].startswith("**Exercise ")]
+    start = next(
+        i
+        for i, t in enumerate(text)
+        if cells[i]["cell_type"] == "markdown" and t.startswith("## Exercises")
+    )
+    exercises = [
+        i
+        for i in range(start, len(cells))
+        if text[i].startswith("**Exercise ")
+    ]
     assert 3 <= len(exercises) <= 6, len(exercises)
     for number, i in enumerate(exercises, start=1):
         assert text[i].startswith(f"**Exercise {number}.**")
         end = exercises[number] if number < len(exercises) else len(cells) - 1
         block = list(range(i + 1, end))
-        solutions = [j for j in block if cells[j]["cell_type"] == "markdown"
-                     and text[j].startswith(f":::{{admonition}} Solution {number}\n:class: dropdown")]
-        workings = [j for j in block if cells[j]["cell_type"] == "code" and "hide-cell" in cells[j]["metadata"].get("tags", [])]
-        assert len(solutions) == 1 and len(workings) == 1, (number, solutions, workings)
+        solutions = [
+            j
+            for j in block
+            if cells[j]["cell_type"] == "markdown"
+            and text[j].startswith(
+                f":::{{admonition}} Solution {number}\n:class: dropdown"
+            )
+        ]
+        workings = [
+            j
+            for j in block
+            if cells[j]["cell_type"] == "code"
+            and "hide-cell" in cells[j]["metadata"].get("tags", [])
+        ]
+        assert len(solutions) == 1 and len(workings) == 1, (
+            number,
+            solutions,
+            workings,
+        )
         working = cells[workings[0]]
-        assert working["outputs"] and "nbval-ignore-output" not in working["metadata"].get("tags", [])
+        assert working["outputs"] and "nbval-ignore-output" not in working[
+            "metadata"
+        ].get("tags", [])
     last = cells[-1]
-    assert last["cell_type"] == "markdown" and re.match(r"\*\*Next:\*\* \[[^\]]+\]\([\w.]+\.(ipynb|md)\)", text[-1]), text[-1]
+    assert last["cell_type"] == "markdown" and re.match(
+        r"\*\*Next:\*\* \[[^\]]+\]\([\w.]+\.(ipynb|md)\)", text[-1]
+    ), text[-1]
 
 
 def reading_path():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("reading_path", ROOT / "tools" / "reading_path.py")
+    spec = importlib.util.spec_from_file_location(
+        "reading_path", ROOT / "tools" / "reading_path.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -246,15 +376,29 @@ def test_every_chapter_reads_in_about_twenty_minutes(notebook):
     # chapter of its own.
     _, words, code_lines = reading_path().reading_path(notebook)
     minutes = words / 200 + code_lines / 30
-    assert minutes <= 20, f"{notebook.name}: about {minutes:.1f} minutes ({words} words, {code_lines} lines of code)"
+    assert minutes <= 20, (
+        f"{notebook.name}: about {minutes:.1f} minutes ({words} words, {code_lines} lines of code)"
+    )
 
 
 def test_the_reading_path_leaves_out_asides_directives_and_exercises(tmp_path):
-    cells = [{"cell_type": "markdown", "source": "Two words.\n\n:::{admonition} Aside: x\n:class: dropdown\nHidden words here.\n:::\n"
-                                                  "```{literalinclude} ../src/a.py\n:pyobject: f\n```\n"},
-             {"cell_type": "code", "metadata": {}, "source": "a = 1\nb = 2\n"},
-             {"cell_type": "code", "metadata": {"tags": ["hide-input"]}, "source": "hidden = 1\n"},
-             {"cell_type": "markdown", "source": "## Exercises\n\nMany more words that a reader meets later.\n"}]
+    cells = [
+        {
+            "cell_type": "markdown",
+            "source": "Two words.\n\n:::{admonition} Aside: x\n:class: dropdown\nHidden words here.\n:::\n"
+            "```{literalinclude} ../src/a.py\n:pyobject: f\n```\n",
+        },
+        {"cell_type": "code", "metadata": {}, "source": "a = 1\nb = 2\n"},
+        {
+            "cell_type": "code",
+            "metadata": {"tags": ["hide-input"]},
+            "source": "hidden = 1\n",
+        },
+        {
+            "cell_type": "markdown",
+            "source": "## Exercises\n\nMany more words that a reader meets later.\n",
+        },
+    ]
     path = tmp_path / "chapter.ipynb"
     path.write_text(json.dumps({"cells": cells}))
     _, words, code_lines = reading_path().reading_path(path)

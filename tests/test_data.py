@@ -23,10 +23,16 @@ from mixers.data import (
     sequential_windows,
 )
 
-DOCUMENTED_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+DOCUMENTED_SHA256 = (
+    "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+)
 N_CHARS = 1_115_394
 # The vocabulary of Tiny Shakespeare, in sorted (code point) order.
-VOCAB = "\n !$&',-.3:;?" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ" + "abcdefghijklmnopqrstuvwxyz"
+VOCAB = (
+    "\n !$&',-.3:;?"
+    + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    + "abcdefghijklmnopqrstuvwxyz"
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -40,7 +46,9 @@ def test_packaged_corpus_has_documented_checksum_and_size(corpus_text):
     assert len(corpus_text) == N_CHARS
     assert len(set(corpus_text)) == 65
     assert corpus_text == raw.decode("utf-8")
-    assert corpus_text.startswith("First Citizen:\nBefore we proceed any further, hear me speak.")
+    assert corpus_text.startswith(
+        "First Citizen:\nBefore we proceed any further, hear me speak."
+    )
 
 
 def test_gitattributes_keep_the_corpus_byte_exact_on_any_checkout():
@@ -51,7 +59,9 @@ def test_gitattributes_keep_the_corpus_byte_exact_on_any_checkout():
         if line.strip() and not line.startswith("#"):
             pattern, *attrs = line.split()
             attributes[pattern] = attrs
-    assert (root / "src/mixers/tinyshakespeare.txt").is_file()  # the pattern names the real file
+    assert (
+        root / "src/mixers/tinyshakespeare.txt"
+    ).is_file()  # the pattern names the real file
     attrs = attributes.get("src/mixers/tinyshakespeare.txt", [])
     assert "-text" in attrs or "binary" in attrs, attrs
 
@@ -63,7 +73,9 @@ def test_missing_corpus_raises_corpus_error_naming_the_path(tmp_path):
     assert str(missing) in str(info.value)
 
 
-def test_altered_corpus_raises_corpus_error_naming_path_and_both_checksums(tmp_path):
+def test_altered_corpus_raises_corpus_error_naming_path_and_both_checksums(
+    tmp_path,
+):
     raw = corpus_path().read_bytes()
     altered = bytearray(raw)
     altered[1000] = ord("#")  # one byte changed, same length
@@ -109,7 +121,12 @@ def test_vocabulary_is_sorted_and_known(shakespeare, corpus_text):
     assert tok.vocab_size == 65
     assert "".join(tok.chars) == VOCAB
     assert tok.chars == sorted(set(corpus_text))
-    assert tok.stoi["\n"] == 0 and tok.stoi[" "] == 1 and tok.stoi["A"] == 13 and tok.stoi["z"] == 64
+    assert (
+        tok.stoi["\n"] == 0
+        and tok.stoi[" "] == 1
+        and tok.stoi["A"] == 13
+        and tok.stoi["z"] == 64
+    )
     assert tok.encode("First").tolist() == [VOCAB.index(c) for c in "First"]
 
 
@@ -164,7 +181,10 @@ def test_split_sizes_are_90_10(shakespeare):
 
 def test_split_is_contiguous_disjoint_and_complete(shakespeare, corpus_text):
     tok = shakespeare.tokenizer
-    assert torch.equal(torch.cat([shakespeare.train, shakespeare.val]), tok.encode(corpus_text))
+    assert torch.equal(
+        torch.cat([shakespeare.train, shakespeare.val]),
+        tok.encode(corpus_text),
+    )
     n_train = len(shakespeare.train)
     assert tok.decode(shakespeare.train) == corpus_text[:n_train]
     assert tok.decode(shakespeare.val) == corpus_text[n_train:]
@@ -175,7 +195,10 @@ def test_split_is_contiguous_disjoint_and_complete(shakespeare, corpus_text):
 def test_shakespeare_constructor_matches_from_text(shakespeare):
     ds = CharDataset.shakespeare(val_fraction=0.25)
     assert len(ds.val) == N_CHARS - int(N_CHARS * 0.75)
-    assert torch.equal(torch.cat([ds.train, ds.val]), torch.cat([shakespeare.train, shakespeare.val]))
+    assert torch.equal(
+        torch.cat([ds.train, ds.val]),
+        torch.cat([shakespeare.train, shakespeare.val]),
+    )
 
 
 @pytest.mark.parametrize("val_fraction", [0.0, 1.0, -0.1, 1.5])
@@ -189,7 +212,9 @@ def test_unknown_split_name_raises(shakespeare):
         shakespeare.split("test")
 
 
-def test_training_batches_never_reach_into_validation(shakespeare, corpus_text):
+def test_training_batches_never_reach_into_validation(
+    shakespeare, corpus_text
+):
     """Every window drawn from the training split is a piece of the training text."""
     n_train = len(shakespeare.train)
     train_text = corpus_text[:n_train]
@@ -247,7 +272,9 @@ def test_random_batch_seeded_is_reproducible():
 
 def test_random_batch_with_minimal_data():
     x, y = random_batch(torch.tensor([3, 1, 4]), 4, 2)
-    assert torch.equal(x, torch.tensor([[3, 1]] * 4)) and torch.equal(y, torch.tensor([[1, 4]] * 4))
+    assert torch.equal(x, torch.tensor([[3, 1]] * 4)) and torch.equal(
+        y, torch.tensor([[1, 4]] * 4)
+    )
 
 
 @pytest.mark.parametrize(
@@ -258,7 +285,10 @@ def test_random_batch_with_minimal_data():
         (dict(seq_len=20), "seq_len=20 needs at least 21 tokens"),
         (dict(batch_size=0), "batch_size"),
         (dict(batch_size=-1), "batch_size"),
-        (dict(data=torch.zeros(2, 30, dtype=torch.long)), "data must be a 1-d tensor"),
+        (
+            dict(data=torch.zeros(2, 30, dtype=torch.long)),
+            "data must be a 1-d tensor",
+        ),
     ],
 )
 def test_random_batch_bad_arguments(kwargs, match):
@@ -273,7 +303,9 @@ def test_random_batch_bad_arguments(kwargs, match):
 
 @pytest.mark.parametrize("seq_len", [1, 3, 7, 16, 49])
 @pytest.mark.parametrize("batch_size", [1, 4])
-def test_sequential_windows_cover_every_token_once_in_order(seq_len, batch_size):
+def test_sequential_windows_cover_every_token_once_in_order(
+    seq_len, batch_size
+):
     n = 50
     data = torch.arange(n)
     batches = list(sequential_windows(data, seq_len, batch_size))
@@ -289,22 +321,32 @@ def test_sequential_windows_cover_every_token_once_in_order(seq_len, batch_size)
     # batch sizes: full batches, then one remainder
     sizes = [len(x) for x, _ in batches]
     assert sizes == [batch_size] * (n_windows // batch_size) + (
-        [n_windows % batch_size] if n_windows % batch_size else [])
+        [n_windows % batch_size] if n_windows % batch_size else []
+    )
     assert all(x.dtype == torch.int64 for x, _ in batches)
 
 
-def test_sequential_windows_every_target_predicted_exactly_once_on_real_text(shakespeare):
+def test_sequential_windows_every_target_predicted_exactly_once_on_real_text(
+    shakespeare,
+):
     data = shakespeare.val[:1001]
     for seq_len in (10, 25, 1000):
-        ys = torch.cat([y.flatten() for _, y in sequential_windows(data, seq_len, batch_size=3)])
-        assert torch.equal(ys, data[1:1 + len(ys)])
+        ys = torch.cat(
+            [
+                y.flatten()
+                for _, y in sequential_windows(data, seq_len, batch_size=3)
+            ]
+        )
+        assert torch.equal(ys, data[1 : 1 + len(ys)])
         assert len(ys) == (1000 // seq_len) * seq_len
 
 
 @pytest.mark.parametrize("max_windows", [1, 5, 7, 100])
 def test_sequential_windows_respects_max_windows(max_windows):
     data = torch.arange(41)  # 10 windows of 4
-    batches = list(sequential_windows(data, 4, batch_size=3, max_windows=max_windows))
+    batches = list(
+        sequential_windows(data, 4, batch_size=3, max_windows=max_windows)
+    )
     xs = torch.cat([x for x, _ in batches])
     expected = min(max_windows, 10)
     assert len(xs) == expected
@@ -317,7 +359,10 @@ def test_sequential_windows_respects_max_windows(max_windows):
     [
         (dict(seq_len=0), "seq_len"),
         (dict(seq_len=20), "seq_len=20 needs at least 21 tokens"),
-        (dict(data=torch.zeros(2, 30, dtype=torch.long)), "data must be a 1-d tensor"),
+        (
+            dict(data=torch.zeros(2, 30, dtype=torch.long)),
+            "data must be a 1-d tensor",
+        ),
     ],
 )
 def test_sequential_windows_bad_arguments(kwargs, match):
@@ -336,9 +381,13 @@ def test_sequential_windows_bad_batch_size(batch_size):
 
 
 def test_a_non_integer_size_is_a_type_error_naming_it(shakespeare):
-    with pytest.raises(TypeError, match=r"^seq_len must be a positive int, got 2.0"):
+    with pytest.raises(
+        TypeError, match=r"^seq_len must be a positive int, got 2.0"
+    ):
         random_batch(shakespeare.train, 4, 2.0)
-    with pytest.raises(TypeError, match=r"^batch_size must be a positive int, got True"):
+    with pytest.raises(
+        TypeError, match=r"^batch_size must be a positive int, got True"
+    ):
         random_batch(shakespeare.train, True, 8)
 
 
@@ -355,25 +404,47 @@ def test_a_non_utf8_corpus_raises_corpus_error_naming_the_path(tmp_path):
 
 
 def test_a_non_string_checksum_is_refused():
-    with pytest.raises(TypeError, match="sha256 must be None or a hex digest str"):
+    with pytest.raises(
+        TypeError, match="sha256 must be None or a hex digest str"
+    ):
         load_corpus(sha256=b"86c4e6aa")
 
 
-@pytest.mark.parametrize("val_fraction, error", [(float("nan"), ValueError), (float("inf"), ValueError),
-                                                  ("0.1", TypeError), (True, TypeError), (None, TypeError)])
-def test_val_fraction_must_be_a_float_in_the_open_unit_interval(val_fraction, error):
-    with pytest.raises(error, match=r"val_fraction must be a float in \(0, 1\)"):
+@pytest.mark.parametrize(
+    "val_fraction, error",
+    [
+        (float("nan"), ValueError),
+        (float("inf"), ValueError),
+        ("0.1", TypeError),
+        (True, TypeError),
+        (None, TypeError),
+    ],
+)
+def test_val_fraction_must_be_a_float_in_the_open_unit_interval(
+    val_fraction, error
+):
+    with pytest.raises(
+        error, match=r"val_fraction must be a float in \(0, 1\)"
+    ):
         CharDataset.from_text("some text to split", val_fraction)
 
 
-@pytest.mark.parametrize("text, val_fraction", [("ab", 0.6), ("abc", 0.9), ("a", 0.5)])
-def test_a_val_fraction_that_leaves_an_empty_split_is_refused(text, val_fraction):
+@pytest.mark.parametrize(
+    "text, val_fraction", [("ab", 0.6), ("abc", 0.9), ("a", 0.5)]
+)
+def test_a_val_fraction_that_leaves_an_empty_split_is_refused(
+    text, val_fraction
+):
     with pytest.raises(ValueError, match="leaves an empty split"):
         CharDataset.from_text(text, val_fraction)
-    CharDataset.from_text("abcdefghij", 0.1)  # one character of validation is enough
+    CharDataset.from_text(
+        "abcdefghij", 0.1
+    )  # one character of validation is enough
 
 
-@pytest.mark.parametrize("ids", [[True, 2], [1.0], [0.5], ["a"], torch.tensor([1.0, 2.0])])
+@pytest.mark.parametrize(
+    "ids", [[True, 2], [1.0], [0.5], ["a"], torch.tensor([1.0, 2.0])]
+)
 def test_decode_needs_int_ids(shakespeare, ids):
     """True decoded as id 1, silently."""
     with pytest.raises(ValueError, match=r"ids must be ints in \[0, 65\)"):
@@ -385,11 +456,18 @@ def test_encode_needs_a_str(shakespeare):
         shakespeare.tokenizer.encode(["a", "b"])
 
 
-@pytest.mark.parametrize("data, error, match", [
-    (torch.arange(20.0), TypeError, "data must be a 1-d int64 tensor"),
-    (torch.arange(20, dtype=torch.int32), TypeError, "data must be a 1-d int64 tensor"),
-    (list(range(20)), TypeError, "data must be a 1-d int64 tensor"),
-])
+@pytest.mark.parametrize(
+    "data, error, match",
+    [
+        (torch.arange(20.0), TypeError, "data must be a 1-d int64 tensor"),
+        (
+            torch.arange(20, dtype=torch.int32),
+            TypeError,
+            "data must be a 1-d int64 tensor",
+        ),
+        (list(range(20)), TypeError, "data must be a 1-d int64 tensor"),
+    ],
+)
 def test_batches_need_int64_token_ids(data, error, match):
     with pytest.raises(error, match=match):
         random_batch(data, 2, 4)
@@ -397,7 +475,10 @@ def test_batches_need_int64_token_ids(data, error, match):
         sequential_windows(data, 4)
 
 
-@pytest.mark.parametrize("max_windows, error", [(True, TypeError), (2.0, TypeError), (0, ValueError)])
+@pytest.mark.parametrize(
+    "max_windows, error",
+    [(True, TypeError), (2.0, TypeError), (0, ValueError)],
+)
 def test_max_windows_must_be_a_positive_int(max_windows, error):
     """max_windows=True meant one window."""
     with pytest.raises(error, match="max_windows must be a positive int"):

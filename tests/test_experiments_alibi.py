@@ -11,17 +11,16 @@ import math
 
 import pytest
 import torch
+from helpers import run_smoke_restoring_threads
 
 import mixers.alibi as alibi_module
 from mixers.bench import alibi as bench
 from mixers.bench import peak_memory, time_interleaved
 from mixers.experiments import alibi_extrapolation as experiment
-from mixers.experiments import partial_path, save_runs
+from mixers.experiments import partial_path, per_position_loss, save_runs
 from mixers.model import LanguageModel, ModelConfig
 from mixers.results import to_json, without_timings
 from mixers.train import TrainingDiverged, evaluate_sequential
-
-from helpers import run_smoke_restoring_threads
 
 # ---------------------------------------------------------------------------------------------
 # The extrapolation experiment
@@ -35,11 +34,20 @@ def results():
 def test_smoke_run_trains_every_scheme_like_for_like(results):
     settings = experiment.SETTINGS["smoke"]
     assert results["experiment"] == "alibi_extrapolation"
-    assert [run["scheme"] for run in results["runs"]] == list(experiment.SCHEMES)
+    assert [run["scheme"] for run in results["runs"]] == list(
+        experiment.SCHEMES
+    )
     for run in results["runs"]:
         config = run["result"]["model_config"]
-        assert (config["token_mixer"], config["positions"]) == experiment.SCHEMES[run["scheme"]]
-        assert config["block_size"] == results["settings"]["train_length"] == settings["model"]["block_size"]
+        assert (
+            config["token_mixer"],
+            config["positions"],
+        ) == experiment.SCHEMES[run["scheme"]]
+        assert (
+            config["block_size"]
+            == results["settings"]["train_length"]
+            == settings["model"]["block_size"]
+        )
         assert run["result"]["steps"][-1] == settings["train"]["steps"]
         assert all(math.isfinite(v) for v in run["result"]["val_loss"])
     # Same data order and steps for every scheme: only the position scheme differs.
@@ -47,12 +55,18 @@ def test_smoke_run_trains_every_scheme_like_for_like(results):
     assert all(c == train_configs[0] for c in train_configs)
 
 
-def test_every_length_sees_the_same_tokens_and_learned_positions_stop_at_L(results):
+def test_every_length_sees_the_same_tokens_and_learned_positions_stop_at_L(
+    results,
+):
     settings = results["settings"]
     L = settings["train_length"]
-    assert settings["eval_lengths"] == [f * L for f in experiment.SETTINGS["smoke"]["factors"]]
+    assert settings["eval_lengths"] == [
+        f * L for f in experiment.SETTINGS["smoke"]["factors"]
+    ]
     for run in results["runs"]:
-        assert [row["length"] for row in run["eval"]] == settings["eval_lengths"]
+        assert [row["length"] for row in run["eval"]] == settings[
+            "eval_lengths"
+        ]
         for row in run["eval"]:
             undefined = run["scheme"] == "learned" and row["length"] > L
             if undefined:
@@ -60,9 +74,13 @@ def test_every_length_sees_the_same_tokens_and_learned_positions_stop_at_L(resul
                 assert "learned positions have" in row["error"]
             else:
                 assert row["error"] is None
-                assert row["tokens"] == settings["eval_tokens"]  # the same text at every length
+                assert (
+                    row["tokens"] == settings["eval_tokens"]
+                )  # the same text at every length
                 assert len(row["per_position"]) == row["length"]
-                assert row["loss"] == pytest.approx(sum(row["per_position"]) / row["length"], abs=1e-4)
+                assert row["loss"] == pytest.approx(
+                    sum(row["per_position"]) / row["length"], abs=1e-4
+                )
                 assert 0 < row["loss"] < 2 * math.log(65)
 
 
@@ -71,18 +89,33 @@ def test_smoke_results_have_provenance_and_serialise(results):
     assert prov["profile"] == "smoke" and prov["wall_time_s"] > 0
     for key in ("device", "torch", "git_commit", "date", "seeds"):
         assert key in prov
-    assert json.loads(to_json(results))["runs"][2]["eval"][1]["loss"] is None  # null in JSON
+    assert (
+        json.loads(to_json(results))["runs"][2]["eval"][1]["loss"] is None
+    )  # null in JSON
 
 
 def test_per_position_loss_averages_to_evaluate_sequential(shakespeare):
     torch.manual_seed(0)
-    model = LanguageModel(ModelConfig(vocab_size=shakespeare.tokenizer.vocab_size, block_size=16, d_model=16,
-                                      n_layers=1, n_heads=2, token_mixer="alibi", positions="none"))
+    model = LanguageModel(
+        ModelConfig(
+            vocab_size=shakespeare.tokenizer.vocab_size,
+            block_size=16,
+            d_model=16,
+            n_layers=1,
+            n_heads=2,
+            token_mixer="alibi",
+            positions="none",
+        )
+    )
     data = shakespeare.val[:2000]
     for length in (8, 16, 48):  # ALiBi: lengths past block_size are fine
-        loss, windows = experiment.per_position_loss(model, data, length, batch_size=5, max_windows=9)
+        loss, windows = per_position_loss(
+            model, data, length, batch_size=5, max_windows=9
+        )
         assert loss.shape == (length,) and windows == 9
-        expected = evaluate_sequential(model, data, length, batch_size=5, max_windows=9)
+        expected = evaluate_sequential(
+            model, data, length, batch_size=5, max_windows=9
+        )
         assert loss.mean().item() == pytest.approx(expected, rel=1e-6)
 
 
@@ -91,10 +124,14 @@ def test_unknown_profile_is_rejected():
         experiment.run("huge", progress=False)
 
 
-def test_an_interrupted_run_resumes_with_the_same_results(results, tmp_path, monkeypatch, capsys):
+def test_an_interrupted_run_resumes_with_the_same_results(
+    results, tmp_path, monkeypatch, capsys
+):
     real, schemes = experiment.run_one, []
 
-    def interrupt_the_second_run(dataset, profile, settings, scheme, progress=False):
+    def interrupt_the_second_run(
+        dataset, profile, settings, scheme, progress=False
+    ):
         schemes.append(scheme)
         if schemes == ["none", "sinusoidal"]:
             raise KeyboardInterrupt  # a Ctrl-C while the second scheme trains, the first time
@@ -103,31 +140,51 @@ def test_an_interrupted_run_resumes_with_the_same_results(results, tmp_path, mon
     monkeypatch.setattr(experiment, "run_one", interrupt_the_second_run)
     with pytest.raises(KeyboardInterrupt), save_runs(tmp_path):
         experiment.run("smoke", progress=False)
-    saved = json.loads(partial_path("alibi_extrapolation", "smoke", tmp_path).read_text())
+    saved = json.loads(
+        partial_path("alibi_extrapolation", "smoke", tmp_path).read_text()
+    )
     assert [run["scheme"] for run in saved["runs"]] == ["none"]
     schemes.clear()
     with save_runs(tmp_path):
         resumed = experiment.run("smoke", progress=False)
     assert "resuming: 1 of 6 runs already done" in capsys.readouterr().out
     assert schemes == list(experiment.SCHEMES)[1:]  # only the missing runs ran
-    assert without_timings(resumed) == without_timings(results)  # the numbers of a run never interrupted
+    assert without_timings(resumed) == without_timings(
+        results
+    )  # the numbers of a run never interrupted
 
 
-def test_a_diverging_scheme_is_recorded_and_the_others_kept(results, monkeypatch):
+def test_a_diverging_scheme_is_recorded_and_the_others_kept(
+    results, monkeypatch
+):
     real = experiment.run_profile
 
     def diverge_rotary(dataset, profile, model_overrides, **kwargs):
         if model_overrides["token_mixer"] == "rotary":
             raise TrainingDiverged("the training loss is inf at step 9 of 60")
-        return real(dataset, profile, model_overrides=model_overrides, **kwargs)
+        return real(
+            dataset, profile, model_overrides=model_overrides, **kwargs
+        )
 
     monkeypatch.setattr(experiment, "run_profile", diverge_rotary)
-    monkeypatch.setattr(experiment, "SCHEMES", {name: experiment.SCHEMES[name] for name in ("rotary", "alibi")})
+    monkeypatch.setattr(
+        experiment,
+        "SCHEMES",
+        {name: experiment.SCHEMES[name] for name in ("rotary", "alibi")},
+    )
     out = experiment.run("smoke", progress=False)
     rotary, alibi = out["runs"]
-    assert rotary == {"scheme": "rotary", "diverged": True, "error": "the training loss is inf at step 9 of 60"}
-    assert without_timings(alibi) == without_timings(next(r for r in results["runs"] if r["scheme"] == "alibi"))
-    assert out["provenance"]["seeds"] == alibi["result"]["provenance"]["seeds"]  # from the run that finished
+    assert rotary == {
+        "scheme": "rotary",
+        "diverged": True,
+        "error": "the training loss is inf at step 9 of 60",
+    }
+    assert without_timings(alibi) == without_timings(
+        next(r for r in results["runs"] if r["scheme"] == "alibi")
+    )
+    assert (
+        out["provenance"]["seeds"] == alibi["result"]["provenance"]["seeds"]
+    )  # from the run that finished
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,8 +194,13 @@ def test_a_diverging_scheme_is_recorded_and_the_others_kept(results, monkeypatch
 def test_bench_runs_every_implementation_and_they_agree(uncompiled_flex):
     threads = torch.get_num_threads()
     out = bench.run("smoke", lengths=(16, 24), repeats=2, progress=False)
-    assert torch.get_num_threads() == threads  # run() restores the thread count
-    assert out["experiment"] == "alibi_bench" and out["provenance"]["profile"] == "smoke"
+    assert (
+        torch.get_num_threads() == threads
+    )  # run() restores the thread count
+    assert (
+        out["experiment"] == "alibi_bench"
+        and out["provenance"]["profile"] == "smoke"
+    )
     assert out["provenance"]["threads"] >= 1 and "device" in out["provenance"]
     assert [row["length"] for row in out["results"]] == [16, 24]
     for row in out["results"]:
@@ -149,28 +211,55 @@ def test_bench_runs_every_implementation_and_they_agree(uncompiled_flex):
                 timing = entry[mode]
                 if timing["error"] is not None:
                     # Only FlexAttention's backward on a CPU may be missing (torch has none there).
-                    assert (name, mode) == ("flex", "forward_backward") and "backward" in timing["error"]
+                    assert (name, mode) == (
+                        "flex",
+                        "forward_backward",
+                    ) and "backward" in timing["error"]
                     continue
-                assert len(timing["times_s"]) == 2 and timing["min_s"] <= timing["median_s"] <= timing["max_s"]
-                assert timing["peak_bytes"] is None or timing["peak_bytes"] >= 0
+                assert (
+                    len(timing["times_s"]) == 2
+                    and timing["min_s"]
+                    <= timing["median_s"]
+                    <= timing["max_s"]
+                )
+                assert (
+                    timing["peak_bytes"] is None or timing["peak_bytes"] >= 0
+                )
             if name != "causal_sdpa":
                 assert entry["max_abs_diff_vs_eager"] < 1e-5, name
         assert row["speedup_vs_labml"]["forward"]["labml"] == 1.0
-        for mode, ratios in row["time_vs_causal_floor"].items():  # each time over the floor's, same run
+        for mode, ratios in row[
+            "time_vs_causal_floor"
+        ].items():  # each time over the floor's, same run
             assert ratios["causal_sdpa"] == 1.0
             for name, ratio in ratios.items():
-                assert ratio == impls[name][mode]["median_s"] / impls["causal_sdpa"][mode]["median_s"]
-        assert row["scores_tensor_bytes"] == row["length"] ** 2 * 1 * 2 * 4  # batch 1, 2 heads, float32
-        assert impls["sdpa"]["kept_bias_bytes"] == 2 * row["length"] ** 2 * 4  # the bias the layer keeps
+                assert (
+                    ratio
+                    == impls[name][mode]["median_s"]
+                    / impls["causal_sdpa"][mode]["median_s"]
+                )
+        assert (
+            row["scores_tensor_bytes"] == row["length"] ** 2 * 1 * 2 * 4
+        )  # batch 1, 2 heads, float32
+        assert (
+            impls["sdpa"]["kept_bias_bytes"] == 2 * row["length"] ** 2 * 4
+        )  # the bias the layer keeps
     diagnostics = out["flex_diagnostics"]
     assert diagnostics["length"] == 24
-    for part in ("layer", "kernel_with_alibi", "kernel_without_bias", "create_block_mask"):
+    for part in (
+        "layer",
+        "kernel_with_alibi",
+        "kernel_without_bias",
+        "create_block_mask",
+    ):
         assert len(diagnostics[part]["times_s"]) == 2
     assert out["extra_shapes"] == []  # the smoke profile has none
     to_json(out)
 
 
-def test_bench_never_calls_the_compiled_flex_backward_on_a_cpu(uncompiled_flex, monkeypatch):
+def test_bench_never_calls_the_compiled_flex_backward_on_a_cpu(
+    uncompiled_flex, monkeypatch
+):
     # A compiled call that raises leaves torch.compile on its slow fallback for later calls, so
     # the benchmark asks torch's uncompiled flex_attention whether a backward pass exists at all.
     reason = bench.flex_backward_unsupported(torch.device("cpu"))
@@ -182,10 +271,26 @@ def test_bench_never_calls_the_compiled_flex_backward_on_a_cpu(uncompiled_flex, 
         return real(q, *args, **kwargs)
 
     monkeypatch.setattr(alibi_module, "_compiled_flex_attention", spy)
-    functions = bench.build_implementations(2, 8, torch.device("cpu"), names=("eager", "flex"))
-    row = bench.bench_length(functions, 16, 1, 2, 8, torch.float32, torch.device("cpu"), repeats=1, memory=False)
+    functions = bench.build_implementations(
+        2, 8, torch.device("cpu"), names=("eager", "flex")
+    )
+    row = bench.bench_length(
+        functions,
+        16,
+        1,
+        2,
+        8,
+        torch.float32,
+        torch.device("cpu"),
+        repeats=1,
+        memory=False,
+    )
     if reason is not None:
-        assert not any(calls) and row["implementations"]["flex"]["forward_backward"]["error"] == reason
+        assert (
+            not any(calls)
+            and row["implementations"]["flex"]["forward_backward"]["error"]
+            == reason
+        )
     assert row["implementations"]["flex"]["max_abs_diff_vs_eager"] < 1e-5
 
 
@@ -193,13 +298,20 @@ def test_bench_rejects_unknown_names():
     with pytest.raises(ValueError, match="profile"):
         bench.run("huge")
     with pytest.raises(ValueError, match="unknown implementations"):
-        bench.build_implementations(2, 8, torch.device("cpu"), names=("labml", "magic"))
+        bench.build_implementations(
+            2, 8, torch.device("cpu"), names=("labml", "magic")
+        )
 
 
 def test_peak_memory_sees_a_tensor_of_known_size():
     size = 1 << 20  # 1 MiB of float32
-    peak = peak_memory(lambda: torch.empty(size // 4, dtype=torch.float32).fill_(1.0), torch.device("cpu"))
-    if peak is not None:  # None: this torch build does not expose the profiler's allocation events
+    peak = peak_memory(
+        lambda: torch.empty(size // 4, dtype=torch.float32).fill_(1.0),
+        torch.device("cpu"),
+    )
+    if (
+        peak is not None
+    ):  # None: this torch build does not expose the profiler's allocation events
         assert size <= peak < 2 * size
 
 
@@ -207,10 +319,16 @@ def test_time_interleaved_takes_turns_and_summarises_each_call():
     order = []
     calls = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
     times = time_interleaved(calls, 3, torch.device("cpu"))
-    assert order == ["a", "b"] * 3  # one of each per round, not all of a then all of b
+    assert (
+        order == ["a", "b"] * 3
+    )  # one of each per round, not all of a then all of b
     for key in calls:
         assert len(times[key]["times_s"]) == 3
-        assert times[key]["min_s"] <= times[key]["median_s"] <= times[key]["max_s"]
+        assert (
+            times[key]["min_s"]
+            <= times[key]["median_s"]
+            <= times[key]["max_s"]
+        )
 
 
 def test_evaluation_windows_read_the_same_tokens_at_every_length_in_batches_of_about_8192():
@@ -219,6 +337,12 @@ def test_evaluation_windows_read_the_same_tokens_at_every_length_in_batches_of_a
     assert EVAL_BATCH_TOKENS == 8192
     assert evaluation_windows(65536, 64) == (1024, 128)
     assert evaluation_windows(65536, 1024) == (64, 8)
-    assert evaluation_windows(512, 16384 // 32) == (1, 1)  # one window, never an empty batch
-    with pytest.raises(ValueError, match="eval_tokens=100 is shorter than the evaluation length 128"):
+    assert evaluation_windows(512, 16384 // 32) == (
+        1,
+        1,
+    )  # one window, never an empty batch
+    with pytest.raises(
+        ValueError,
+        match="eval_tokens=100 is shorter than the evaluation length 128",
+    ):
         evaluation_windows(100, 128)

@@ -7,15 +7,31 @@ import statistics
 
 import pytest
 import torch
+from helpers import run_smoke_restoring_threads
 
 import mixers.results as results_module
-from mixers.experiments import SettingsMismatch, main, partial_path, save_runs, settings_differences
+from mixers.experiments import (
+    SettingsMismatch,
+    main,
+    partial_path,
+    save_runs,
+    settings_differences,
+)
 from mixers.experiments import side_by_side as sbs
-from mixers.model import CHANNEL_MIXERS, TOKEN_MIXERS, LanguageModel, ModelConfig
-from mixers.results import CorruptResults, load_results, to_json, without_timings, write_results
+from mixers.model import (
+    CHANNEL_MIXERS,
+    TOKEN_MIXERS,
+    LanguageModel,
+    ModelConfig,
+)
+from mixers.results import (
+    CorruptResults,
+    load_results,
+    to_json,
+    without_timings,
+    write_results,
+)
 from mixers.train import TrainingDiverged
-
-from helpers import run_smoke_restoring_threads
 
 SMOKE = sbs.SETTINGS["smoke"]
 # Two pairs, two learning rates, one seed: four runs of a tiny model, for the resume tests.
@@ -30,20 +46,28 @@ REAL_RUN_ONE = sbs.run_one
 def test_the_default_pairs_are_registered_and_include_the_required_ones():
     for pair in sbs.PAIRS:
         fields = sbs.parse_pair(pair)
-        assert fields["token_mixer"] in TOKEN_MIXERS and fields["channel_mixer"] in CHANNEL_MIXERS
+        assert (
+            fields["token_mixer"] in TOKEN_MIXERS
+            and fields["channel_mixer"] in CHANNEL_MIXERS
+        )
     for token_mixer in ("attention", "rotary", "alibi"):
         for channel_mixer in ("gelu", "swiglu"):
             assert f"{token_mixer}+{channel_mixer}" in sbs.PAIRS
-    assert {"gmlp", "amlp"} <= set(sbs.PAIRS) and sbs.REFERENCE_PAIR in sbs.PAIRS
+    assert {"gmlp", "amlp"} <= set(
+        sbs.PAIRS
+    ) and sbs.REFERENCE_PAIR in sbs.PAIRS
 
 
-@pytest.mark.parametrize("label, message", [
-    ("transformer+gelu", "unknown token mixer 'transformer'"),
-    ("attention+swishglu", "channel mixer must be one of"),
-    ("attention", "channel mixer must be one of"),
-    ("attention+none", "channel mixer must be one of"),
-    ("gmlp+gelu", "mixes channels itself"),
-])
+@pytest.mark.parametrize(
+    "label, message",
+    [
+        ("transformer+gelu", "unknown token mixer 'transformer'"),
+        ("attention+swishglu", "channel mixer must be one of"),
+        ("attention", "channel mixer must be one of"),
+        ("attention+none", "channel mixer must be one of"),
+        ("gmlp+gelu", "mixes channels itself"),
+    ],
+)
 def test_a_bad_pair_is_refused_by_name(label, message):
     with pytest.raises(ValueError, match=message) as info:
         sbs.parse_pair(label)
@@ -56,29 +80,51 @@ def test_every_pair_is_matched_to_the_target_within_the_tolerance(profile):
     target = plan["target_parameters"]
     assert plan["parameter_tolerance"] == sbs.PARAMETER_TOLERANCE == 0.02
     model = plan["model"]
-    assert target == sbs.count_parameters(65, model, sbs.REFERENCE_PAIR, 4 * model["d_model"])
+    assert target == sbs.count_parameters(
+        65, model, sbs.REFERENCE_PAIR, 4 * model["d_model"]
+    )
     for pair, info in plan["pairs"].items():
         assert abs(info["parameters"] - target) / target <= 0.02
-        assert info["parameter_deviation"] == pytest.approx((info["parameters"] - target) / target)
+        assert info["parameter_deviation"] == pytest.approx(
+            (info["parameters"] - target) / target
+        )
         # no other width comes closer (the count is monotonic in d_ff; check the neighbours)
         step = 2 if pair in ("gmlp", "amlp") else 1
         for other in (info["d_ff"] - step, info["d_ff"] + step):
-            assert abs(sbs.count_parameters(65, model, pair, other) - target) >= abs(info["parameters"] - target)
-    if profile == "smoke":  # the meta-device count is the count of the real model
+            assert abs(
+                sbs.count_parameters(65, model, pair, other) - target
+            ) >= abs(info["parameters"] - target)
+    if (
+        profile == "smoke"
+    ):  # the meta-device count is the count of the real model
         for pair, info in plan["pairs"].items():
-            config = ModelConfig(vocab_size=65, **model, **sbs.parse_pair(pair), d_ff=info["d_ff"])
+            config = ModelConfig(
+                vocab_size=65,
+                **model,
+                **sbs.parse_pair(pair),
+                d_ff=info["d_ff"],
+            )
             real = LanguageModel(config)
             assert real.num_parameters() == info["parameters"]
-            assert (config.positions, config.channel_mixer) == (info["positions"], info["channel_mixer"])
+            assert (config.positions, config.channel_mixer) == (
+                info["positions"],
+                info["channel_mixer"],
+            )
             block = real.blocks[0]
-            width = block.channel_mixer.d_ff if block.channel_mixer is not None else block.token_mixer.d_ffn
+            width = (
+                block.channel_mixer.d_ff
+                if block.channel_mixer is not None
+                else block.token_mixer.d_ffn
+            )
             assert width == info["hidden_size"]
 
 
 def test_a_pair_that_cannot_be_matched_is_refused_by_name():
     # At length 256 and width 8, gMLP's W alone (256² per layer) outweighs the whole reference model.
     model = dict(d_model=8, n_layers=1, n_heads=2, block_size=256, dropout=0.0)
-    with pytest.raises(ValueError, match=r"pair 'gmlp' cannot match the parameter target.*±2%"):
+    with pytest.raises(
+        ValueError, match=r"pair 'gmlp' cannot match the parameter target.*±2%"
+    ):
         sbs.matched_pairs(["attention+gelu", "gmlp"], 65, model)
 
 
@@ -105,40 +151,75 @@ def test_smoke_run_trains_every_pair_lr_and_seed_like_for_like(results):
         config = result["train_config"]
         assert (config["lr"], config["seed"]) == (run["lr"], run["seed"])
         # the same token budget, schedule and evaluation for every run: only lr and seed differ
-        assert {k: v for k, v in config.items() if k not in ("lr", "seed")} == \
-            {k: v for k, v in reference.items() if k not in ("lr", "seed")}
+        assert {
+            k: v for k, v in config.items() if k not in ("lr", "seed")
+        } == {k: v for k, v in reference.items() if k not in ("lr", "seed")}
         assert result["steps"][-1] == SMOKE["train"]["steps"]
-        assert result["model_config"]["d_ff"] == plan["pairs"][run["pair"]]["d_ff"]
-        assert result["parameters"] == run["parameters"] == plan["pairs"][run["pair"]]["parameters"]
-        assert run["best_val_loss"] == result["best_val_loss"] == min(result["val_loss"])
+        assert (
+            result["model_config"]["d_ff"]
+            == plan["pairs"][run["pair"]]["d_ff"]
+        )
+        assert (
+            result["parameters"]
+            == run["parameters"]
+            == plan["pairs"][run["pair"]]["parameters"]
+        )
+        assert (
+            run["best_val_loss"]
+            == result["best_val_loss"]
+            == min(result["val_loss"])
+        )
         assert run["tokens_per_s"] > 0
-        assert run["peak_memory_bytes"] is None or run["peak_memory_bytes"] > 0  # None: no profiler events
-    assert plan["tokens_per_run"] == SMOKE["train"]["steps"] * SMOKE["train"]["batch_size"] * SMOKE["train"]["seq_len"]
+        assert (
+            run["peak_memory_bytes"] is None or run["peak_memory_bytes"] > 0
+        )  # None: no profiler events
+    assert (
+        plan["tokens_per_run"]
+        == SMOKE["train"]["steps"]
+        * SMOKE["train"]["batch_size"]
+        * SMOKE["train"]["seq_len"]
+    )
 
 
 def test_the_same_seed_gives_the_same_run(results, shakespeare):
     """Seeded: rerunning one job gives its losses bit for bit (so every pair sees the same batches)."""
     first = results["runs"][0]
-    again = sbs.run_one(shakespeare, "smoke", results["settings"], first["pair"], first["lr"], first["seed"])
+    again = sbs.run_one(
+        shakespeare,
+        "smoke",
+        results["settings"],
+        first["pair"],
+        first["lr"],
+        first["seed"],
+    )
     assert again["result"]["val_loss"] == first["result"]["val_loss"]
     assert again["eval_lengths"] == first["eval_lengths"]
 
 
-def test_only_the_models_that_can_read_longer_sequences_get_a_loss_there(results):
+def test_only_the_models_that_can_read_longer_sequences_get_a_loss_there(
+    results,
+):
     lengths = results["settings"]["eval_lengths"]
     block_size = SMOKE["model"]["block_size"]
-    assert lengths == [f * block_size for f in SMOKE["factors"]] and results["settings"]["eval_factors"] == [1, 2, 4]
+    assert lengths == [f * block_size for f in SMOKE["factors"]] and results[
+        "settings"
+    ]["eval_factors"] == [1, 2, 4]
     for run in results["runs"]:
         rows = run["eval_lengths"]
         assert [row["length"] for row in rows] == lengths
-        assert math.isfinite(rows[0]["loss"]) and rows[0]["error"] is None  # every model reads its own length
+        assert (
+            math.isfinite(rows[0]["loss"]) and rows[0]["error"] is None
+        )  # every model reads its own length
         extrapolates = run["token_mixer"] in ("rotary", "alibi")
         for row in rows[1:]:
             if extrapolates:
                 assert math.isfinite(row["loss"]) and row["error"] is None
             else:  # learned positions and gMLP's W stop at block_size, and say so
                 assert row["loss"] is None and str(block_size) in row["error"]
-        assert all(row["windows"] == SMOKE["eval_tokens"] // row["length"] for row in rows)
+        assert all(
+            row["windows"] == SMOKE["eval_tokens"] // row["length"]
+            for row in rows
+        )
 
 
 def test_the_summary_is_at_each_pairs_best_learning_rate(results):
@@ -147,15 +228,30 @@ def test_the_summary_is_at_each_pairs_best_learning_rate(results):
     assert sorted(summary["ranking_by_best_val_loss"]) == sorted(plan["pairs"])
     for pair, row in summary["pairs"].items():
         mine = [r for r in results["runs"] if r["pair"] == pair]
-        means = {lr: statistics.fmean(r["best_val_loss"] for r in mine if r["lr"] == lr) for lr in plan["lrs"]}
+        means = {
+            lr: statistics.fmean(
+                r["best_val_loss"] for r in mine if r["lr"] == lr
+            )
+            for lr in plan["lrs"]
+        }
         assert row["best_lr"] == min(means, key=means.get)
-        assert row["best_lr_at_edge"] == (row["best_lr"] in (min(plan["lrs"]), max(plan["lrs"])))
-        at_best = [r["best_val_loss"] for r in mine if r["lr"] == row["best_lr"]]
+        assert row["best_lr_at_edge"] == (
+            row["best_lr"] in (min(plan["lrs"]), max(plan["lrs"]))
+        )
+        at_best = [
+            r["best_val_loss"] for r in mine if r["lr"] == row["best_lr"]
+        ]
         spread = row["best_val_loss"]
         assert spread["mean"] == pytest.approx(statistics.fmean(at_best))
         assert spread["std"] == pytest.approx(statistics.stdev(at_best))
-        assert (spread["min"], spread["max"], spread["n"]) == (min(at_best), max(at_best), len(plan["seeds"]))
-        assert row["tokens_per_s_median"] == pytest.approx(statistics.median(r["tokens_per_s"] for r in mine))
+        assert (spread["min"], spread["max"], spread["n"]) == (
+            min(at_best),
+            max(at_best),
+            len(plan["seeds"]),
+        )
+        assert row["tokens_per_s_median"] == pytest.approx(
+            statistics.median(r["tokens_per_s"] for r in mine)
+        )
         extrapolates = row["token_mixer"] in ("rotary", "alibi")
         assert row["loss_at_factor"]["1"]["n"] == len(plan["seeds"])
         assert (row["loss_at_factor"]["4"] is not None) == extrapolates
@@ -164,8 +260,20 @@ def test_the_summary_is_at_each_pairs_best_learning_rate(results):
 
 def test_smoke_results_have_provenance_and_serialise(results):
     prov = results["provenance"]
-    assert prov["profile"] == "smoke" and prov["wall_time_s"] > 0 and prov["resumed_runs"] == 0
-    for key in ("device", "torch", "git_commit", "date", "seeds", "threads", "train_precision"):
+    assert (
+        prov["profile"] == "smoke"
+        and prov["wall_time_s"] > 0
+        and prov["resumed_runs"] == 0
+    )
+    for key in (
+        "device",
+        "torch",
+        "git_commit",
+        "date",
+        "seeds",
+        "threads",
+        "train_precision",
+    ):
         assert key in prov
     assert prov["seeds"] == list(SMOKE["seeds"])
     for key in ("seed_policy", "lr_policy", "memory_policy"):
@@ -173,7 +281,9 @@ def test_smoke_results_have_provenance_and_serialise(results):
     assert json.loads(to_json(results))["summary"] == results["summary"]
 
 
-def test_a_diverged_run_is_recorded_and_its_learning_rate_disqualified(monkeypatch):
+def test_a_diverged_run_is_recorded_and_its_learning_rate_disqualified(
+    monkeypatch,
+):
     real = sbs.run_profile
 
     def diverge_at_the_high_rate(*args, train_overrides, **kwargs):
@@ -184,10 +294,18 @@ def test_a_diverged_run_is_recorded_and_its_learning_rate_disqualified(monkeypat
     monkeypatch.setattr(sbs, "run_profile", diverge_at_the_high_rate)
     results = sbs.run("smoke", progress=False, **SMALL)
     diverged = [run for run in results["runs"] if run["diverged"]]
-    assert [(run["pair"], run["lr"]) for run in diverged] == [("attention+gelu", 6e-3), ("gmlp", 6e-3)]
-    assert all("nan at step 3" in run["error"] and "result" not in run for run in diverged)
+    assert [(run["pair"], run["lr"]) for run in diverged] == [
+        ("attention+gelu", 6e-3),
+        ("gmlp", 6e-3),
+    ]
+    assert all(
+        "nan at step 3" in run["error"] and "result" not in run
+        for run in diverged
+    )
     kept = [run for run in results["runs"] if not run["diverged"]]
-    assert len(kept) == 2 and all(run["error"] is None and run["best_val_loss"] > 0 for run in kept)
+    assert len(kept) == 2 and all(
+        run["error"] is None and run["best_val_loss"] > 0 for run in kept
+    )
     row = results["summary"]["pairs"]["gmlp"]
     assert row["best_lr"] == 3e-3 and row["by_lr"][repr(6e-3)]["diverged"] == 1
 
@@ -222,17 +340,28 @@ def _cli(argv):
     main(sbs.NAME, sbs.run, sbs.__doc__.splitlines()[0], sbs.DURATIONS, argv)
 
 
-def test_an_interruption_keeps_the_finished_runs_in_a_valid_file(tmp_path, monkeypatch):
+def test_an_interruption_keeps_the_finished_runs_in_a_valid_file(
+    tmp_path, monkeypatch
+):
     path = _interrupted(tmp_path, monkeypatch, after=2)
     assert path == tmp_path / "side_by_side-smoke.partial.json"
     saved = json.loads(path.read_text())  # valid JSON
-    assert [(r["pair"], r["lr"], r["seed"]) for r in saved["runs"]] == sbs.jobs(saved["settings"])[:2]
-    assert saved["complete"] is False and (saved["runs_done"], saved["runs_total"]) == (2, 4)
+    assert [
+        (r["pair"], r["lr"], r["seed"]) for r in saved["runs"]
+    ] == sbs.jobs(saved["settings"])[:2]
+    assert saved["complete"] is False and (
+        saved["runs_done"],
+        saved["runs_total"],
+    ) == (2, 4)
     assert list(saved)[0] == "provenance"
-    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
+    assert [p.name for p in tmp_path.iterdir()] == [
+        path.name
+    ]  # no temporary file left behind
 
 
-def test_a_rerun_resumes_and_runs_only_the_missing_runs(tmp_path, monkeypatch, capsys):
+def test_a_rerun_resumes_and_runs_only_the_missing_runs(
+    tmp_path, monkeypatch, capsys
+):
     path = _interrupted(tmp_path, monkeypatch, after=2)
     saved = json.loads(path.read_text())["runs"]
     counter = Interrupt(None)
@@ -249,17 +378,23 @@ def test_a_rerun_resumes_and_runs_only_the_missing_runs(tmp_path, monkeypatch, c
     # the same numbers as a run that was never interrupted (seeded, on a CPU)
     monkeypatch.setattr(sbs, "run_one", REAL_RUN_ONE)
     straight = sbs.run("smoke", progress=False, **SMALL)
-    assert [r["result"]["val_loss"] for r in straight["runs"]] == [r["result"]["val_loss"] for r in resumed["runs"]]
+    assert [r["result"]["val_loss"] for r in straight["runs"]] == [
+        r["result"]["val_loss"] for r in resumed["runs"]
+    ]
     assert without_timings(straight) == without_timings(resumed)
     # and a rerun after the last run has nothing left to do
-    monkeypatch.setattr(sbs, "run_one", Interrupt(0))  # would raise if it ran anything
+    monkeypatch.setattr(
+        sbs, "run_one", Interrupt(0)
+    )  # would raise if it ran anything
     with save_runs(tmp_path):
         again = sbs.run("smoke", progress=False, **SMALL)
     assert "resuming: 4 of 4 runs already done" in capsys.readouterr().out
     assert again["runs"] == resumed["runs"]
 
 
-def test_a_crash_while_saving_leaves_the_previous_partial_file_whole(tmp_path, monkeypatch):
+def test_a_crash_while_saving_leaves_the_previous_partial_file_whole(
+    tmp_path, monkeypatch
+):
     real_replace = results_module.os.replace
     calls = []
 
@@ -277,63 +412,122 @@ def test_a_crash_while_saving_leaves_the_previous_partial_file_whole(tmp_path, m
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
-def test_a_rerun_with_other_settings_refuses_to_mix_them(tmp_path, monkeypatch):
+def test_a_rerun_with_other_settings_refuses_to_mix_them(
+    tmp_path, monkeypatch
+):
     _interrupted(tmp_path, monkeypatch, after=1)
-    with pytest.raises(SettingsMismatch, match=r"lrs: saved \[0\.003, 0\.006\], now \[0\.003, 0\.012\]"):
+    with pytest.raises(
+        SettingsMismatch,
+        match=r"lrs: saved \[0\.003, 0\.006\], now \[0\.003, 0\.012\]",
+    ):
         with save_runs(tmp_path):
-            sbs.run("smoke", progress=False, **{**SMALL, "lrs": [3e-3, 1.2e-2]})
+            sbs.run(
+                "smoke", progress=False, **{**SMALL, "lrs": [3e-3, 1.2e-2]}
+            )
     monkeypatch.setitem(sbs.SETTINGS["smoke"]["train"], "steps", 10)
-    with pytest.raises(SettingsMismatch, match=r"train\.steps: saved 12, now 10.*--fresh") as info:
+    with pytest.raises(
+        SettingsMismatch, match=r"train\.steps: saved 12, now 10.*--fresh"
+    ) as info:
         with save_runs(tmp_path):
             sbs.run("smoke", progress=False, **SMALL)
-    assert "side_by_side-smoke.partial.json holds 1 run made with other settings" in str(info.value)
+    assert (
+        "side_by_side-smoke.partial.json holds 1 run made with other settings"
+        in str(info.value)
+    )
     # --fresh discards the saved runs and starts over with the new settings
     with save_runs(tmp_path, fresh=True):
         fresh = sbs.run("smoke", progress=False, **SMALL)
-    assert fresh["provenance"]["resumed_runs"] == 0 and fresh["settings"]["train"]["steps"] == 10
+    assert (
+        fresh["provenance"]["resumed_runs"] == 0
+        and fresh["settings"]["train"]["steps"] == 10
+    )
 
 
 def test_settings_differences_name_every_changed_key():
-    saved = {"train": {"steps": 12, "lr_policy": "x"}, "lrs": [1, 2], "seeds": [0]}
-    now = {"train": {"steps": 10, "lr_policy": "x"}, "lrs": [1, 2], "pairs": {"gmlp": 3}}
+    saved = {
+        "train": {"steps": 12, "lr_policy": "x"},
+        "lrs": [1, 2],
+        "seeds": [0],
+    }
+    now = {
+        "train": {"steps": 10, "lr_policy": "x"},
+        "lrs": [1, 2],
+        "pairs": {"gmlp": 3},
+    }
     assert settings_differences(saved, now) == [
-        "pairs.gmlp: saved '(absent)', now 3", "seeds: saved [0], now '(absent)'", "train.steps: saved 12, now 10"]
+        "pairs.gmlp: saved '(absent)', now 3",
+        "seeds: saved [0], now '(absent)'",
+        "train.steps: saved 12, now 10",
+    ]
     assert settings_differences(saved, saved) == []
 
 
 def test_write_results_is_atomic_and_strict(tmp_path, monkeypatch):
-    path = write_results(tmp_path / "a.json", {"runs": [1], "provenance": {"x": 1}})
+    path = write_results(
+        tmp_path / "a.json", {"runs": [1], "provenance": {"x": 1}}
+    )
     assert list(json.loads(path.read_text())) == ["provenance", "runs"]
     with pytest.raises(ValueError, match=r"results\['runs'\]\[0\] = nan"):
         write_results(path, {"runs": [math.nan]})
-    assert json.loads(path.read_text())["runs"] == [1] and len(list(tmp_path.iterdir())) == 1
+    assert (
+        json.loads(path.read_text())["runs"] == [1]
+        and len(list(tmp_path.iterdir())) == 1
+    )
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"runs": [1, 2', r"is not a valid results file: Expecting ',' delimiter at line 1, column 15 of its JSON"),
-    ("<<<<<<< HEAD\n", r"is not a valid results file: Expecting value at line 1, column 1 of its JSON"),
-    ("[1, 2]", r"is not a results file: it holds a JSON list, not an object"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            '{"runs": [1, 2',
+            r"is not a valid results file: Expecting ',' delimiter at line 1, column 15 of its JSON",
+        ),
+        (
+            "<<<<<<< HEAD\n",
+            r"is not a valid results file: Expecting value at line 1, column 1 of its JSON",
+        ),
+        (
+            "[1, 2]",
+            r"is not a results file: it holds a JSON list, not an object",
+        ),
+    ],
+)
 def test_a_corrupt_results_file_is_named(tmp_path, text, message):
     path = tmp_path / "demo-cpu.json"
     path.write_text(text)
     with pytest.raises(CorruptResults, match=message) as info:
         load_results("demo", tmp_path)
-    assert str(info.value).startswith(str(path)) and not isinstance(info.value, json.JSONDecodeError)
+    assert str(info.value).startswith(str(path)) and not isinstance(
+        info.value, json.JSONDecodeError
+    )
     path.write_bytes(b"\xff\xfe{}")
-    with pytest.raises(CorruptResults, match=r"demo-cpu\.json is not a results file: it is not UTF-8 text"):
+    with pytest.raises(
+        CorruptResults,
+        match=r"demo-cpu\.json is not a results file: it is not UTF-8 text",
+    ):
         load_results("demo", tmp_path)
 
 
-def test_a_corrupt_partial_file_is_named_and_never_overwritten(tmp_path, capsys):
+def test_a_corrupt_partial_file_is_named_and_never_overwritten(
+    tmp_path, capsys
+):
     path = partial_path("side_by_side", "smoke", tmp_path)
-    path.write_text('{"settings": {"lrs": [0.003')  # say, cut short by an editor
-    with pytest.raises(CorruptResults, match=r"side_by_side-smoke\.partial\.json is not a valid results file.*--fresh"):
+    path.write_text(
+        '{"settings": {"lrs": [0.003'
+    )  # say, cut short by an editor
+    with pytest.raises(
+        CorruptResults,
+        match=r"side_by_side-smoke\.partial\.json is not a valid results file.*--fresh",
+    ):
         with save_runs(tmp_path):
             sbs.run("smoke", progress=False, **SMALL)
     with pytest.raises(SystemExit) as info:
         _cli(["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
-    assert info.value.code == 2 and f"error: {path} is not a valid results file" in capsys.readouterr().err
+    assert (
+        info.value.code == 2
+        and f"error: {path} is not a valid results file"
+        in capsys.readouterr().err
+    )
     assert path.read_text() == '{"settings": {"lrs": [0.003'
 
 
@@ -341,20 +535,27 @@ def test_a_corrupt_partial_file_is_named_and_never_overwritten(tmp_path, capsys)
 # The command line
 
 
-def test_the_command_line_writes_the_results_and_removes_the_partial_file(tmp_path, monkeypatch, capsys):
+def test_the_command_line_writes_the_results_and_removes_the_partial_file(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.setattr(sbs, "PAIRS", tuple(SMALL["pairs"]))
     monkeypatch.setitem(sbs.SETTINGS["smoke"], "lrs", tuple(SMALL["lrs"]))
     monkeypatch.setitem(sbs.SETTINGS["smoke"], "seeds", tuple(SMALL["seeds"]))
     _interrupted(tmp_path, monkeypatch, after=1)
     _cli(["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
     out = capsys.readouterr().out
-    assert "resuming: 1 of 4 runs already done" in out and "side_by_side-smoke.json" in out
+    assert (
+        "resuming: 1 of 4 runs already done" in out
+        and "side_by_side-smoke.json" in out
+    )
     final = json.loads((tmp_path / "side_by_side-smoke.json").read_text())
     assert len(final["runs"]) == 4 and final["provenance"]["resumed_runs"] == 1
     assert not partial_path("side_by_side", "smoke", tmp_path).exists()
 
 
-def test_the_command_line_reports_an_interruption_and_a_mismatch(tmp_path, monkeypatch, capsys):
+def test_the_command_line_reports_an_interruption_and_a_mismatch(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.setattr(sbs, "PAIRS", tuple(SMALL["pairs"]))
     monkeypatch.setitem(sbs.SETTINGS["smoke"], "lrs", tuple(SMALL["lrs"]))
     monkeypatch.setitem(sbs.SETTINGS["smoke"], "seeds", tuple(SMALL["seeds"]))
@@ -366,21 +567,28 @@ def test_the_command_line_reports_an_interruption_and_a_mismatch(tmp_path, monke
     monkeypatch.setitem(sbs.SETTINGS["smoke"], "lrs", (1e-3, 2e-3))
     with pytest.raises(SystemExit) as info:
         _cli(["--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
-    assert info.value.code == 2 and "lrs: saved [0.003, 0.006], now [0.001, 0.002]" in capsys.readouterr().err
+    assert (
+        info.value.code == 2
+        and "lrs: saved [0.003, 0.006], now [0.001, 0.002]"
+        in capsys.readouterr().err
+    )
     with pytest.raises(SystemExit) as info:
         _cli(["--help"])
     assert info.value.code == 0 and "--fresh" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (dict(pairs=["attention+nope"]), "channel mixer must be one of"),
-    (dict(pairs=[]), "pairs must not be empty"),
-    (dict(pairs=["gmlp", "gmlp"]), "pairs must not repeat"),
-    (dict(lrs=[0.0]), "lrs must be positive"),
-    (dict(lrs=[math.inf]), "lrs must be positive"),
-    (dict(seeds=[-1]), "seeds must be non-negative ints"),
-    (dict(seeds=[1.5]), "seeds must be non-negative ints"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(pairs=["attention+nope"]), "channel mixer must be one of"),
+        (dict(pairs=[]), "pairs must not be empty"),
+        (dict(pairs=["gmlp", "gmlp"]), "pairs must not repeat"),
+        (dict(lrs=[0.0]), "lrs must be positive"),
+        (dict(lrs=[math.inf]), "lrs must be positive"),
+        (dict(seeds=[-1]), "seeds must be non-negative ints"),
+        (dict(seeds=[1.5]), "seeds must be non-negative ints"),
+    ],
+)
 def test_bad_arguments_are_refused_by_name(overrides, message):
     with pytest.raises(ValueError, match=message):
         sbs.run("smoke", progress=False, **overrides)

@@ -30,21 +30,31 @@ def draw(**setting):
 
 
 def alt(**setting):
-    return "setting " + ", ".join(f"{name}={value}" for name, value in setting.items())
+    return "setting " + ", ".join(
+        f"{name}={value}" for name, value in setting.items()
+    )
 
 
 def links_from(control):
-    from ipywidgets.widgets.widget import _instances  # every live widget, by model id
+    from ipywidgets.widgets.widget import (
+        _instances,
+    )  # every live widget, by model id
     from ipywidgets.widgets.widget_link import Link
 
-    return [w for w in _instances.values() if isinstance(w, Link) and w.source == (control, "index")]
+    return [
+        w
+        for w in _instances.values()
+        if isinstance(w, Link) and w.source == (control, "index")
+    ]
 
 
 def reached(stack_or_html, path):
     """The picture (an HTML widget) reached by choosing index path[0], then path[1], ..."""
     node = stack_or_html
     for index in path:
-        if isinstance(node, widgets.VBox):  # a branch with its own control: (row, stack)
+        if isinstance(
+            node, widgets.VBox
+        ):  # a branch with its own control: (row, stack)
             node = node.children[1]
         node = node.children[index]
     return node
@@ -52,7 +62,9 @@ def reached(stack_or_html, path):
 
 def shown(stack_or_html, path):
     """The alt text of the picture reached by choosing index path[0], then path[1], ..."""
-    return re.search(r'alt="([^"]*)"', reached(stack_or_html, path).value).group(1)
+    return re.search(
+        r'alt="([^"]*)"', reached(stack_or_html, path).value
+    ).group(1)
 
 
 def decoded(png: bytes):
@@ -63,13 +75,18 @@ def decoded(png: bytes):
 
 def picture_of(html_widget):
     """The image an HTML <img> widget shows, decoded from its data URL."""
-    source = re.search(r'src="data:image/png;base64,([^"]+)"', html_widget.value).group(1)
+    source = re.search(
+        r'src="data:image/png;base64,([^"]+)"', html_widget.value
+    ).group(1)
     return decoded(base64.b64decode(source))
 
 
 def paint(**setting):
     """A figure of one flat colour that says which setting drew it (read back by ``colour_of``)."""
-    a, b = setting.get("a", setting.get("n")), setting.get("b", setting.get("k"))
+    a, b = (
+        setting.get("a", setting.get("n")),
+        setting.get("b", setting.get("k")),
+    )
     return plt.figure(figsize=(0.5, 0.5), facecolor=colour_of(a, b))
 
 
@@ -87,15 +104,26 @@ def close_to(pixel, colour, tolerance=3):
 
 
 def test_every_setting_is_drawn_once_and_each_control_is_linked_to_its_stacks():
-    view = precomputed_view(draw, {"a": [1, 2, 3], "b": ["x", "y"]}, alt=alt, initial={"a": 2})
+    view = precomputed_view(
+        draw, {"a": [1, 2, 3], "b": ["x", "y"]}, alt=alt, initial={"a": 2}
+    )
     row_a, row_b, pictures = view.children
     control_a, control_b = row_a.children[1], row_b.children[1]
-    assert control_a.options == ("1", "2", "3") and control_b.options == ("x", "y")
-    assert control_a.index == 1 and control_b.index == 0  # initial a=2, b's first value
+    assert control_a.options == ("1", "2", "3") and control_b.options == (
+        "x",
+        "y",
+    )
+    assert (
+        control_a.index == 1 and control_b.index == 0
+    )  # initial a=2, b's first value
     assert pictures.selected_index == 1
     # a selects the outer stack, b each inner one: 1 + 3 stacks, each linked to its control
-    assert [link.target for link in links_from(control_a)] == [(pictures, "selected_index")]
-    assert sorted(id(link.target[0]) for link in links_from(control_b)) == sorted(id(s) for s in pictures.children)
+    assert [link.target for link in links_from(control_a)] == [
+        (pictures, "selected_index")
+    ]
+    assert sorted(
+        id(link.target[0]) for link in links_from(control_b)
+    ) == sorted(id(s) for s in pictures.children)
     for i, a in enumerate([1, 2, 3]):
         for j, b in enumerate(["x", "y"]):
             assert shown(pictures, [i, j]) == f"setting a={a}, b={b}"
@@ -105,22 +133,34 @@ def test_every_setting_is_drawn_once_and_each_control_is_linked_to_its_stacks():
 
 def test_each_picture_is_the_drawing_of_the_setting_its_controls_select():
     # The alt text is written from the setting; here, what the picture itself shows.
-    view = precomputed_view(paint, {"a": [1, 2, 3], "b": ["x", "y"]}, alt=alt, dpi=40)
+    view = precomputed_view(
+        paint, {"a": [1, 2, 3], "b": ["x", "y"]}, alt=alt, dpi=40
+    )
     pictures = view.children[-1]
     for i, a in enumerate([1, 2, 3]):
         for j, b in enumerate(["x", "y"]):
             image = picture_of(reached(pictures, [i, j]))
             assert image.size == (20, 20)  # 0.5 in at the dpi asked for
             assert close_to(image.getpixel((10, 10)), colour_of(a, b)), (a, b)
-    view = precomputed_view(paint, {"n": [1, 3], "k": lambda n: range(n)}, alt=alt, dpi=40)
+    view = precomputed_view(
+        paint, {"n": [1, 3], "k": lambda n: range(n)}, alt=alt, dpi=40
+    )
     pictures = view.children[-1]
     for i, n in enumerate([1, 3]):
         for k in range(n):
-            assert close_to(picture_of(reached(pictures, [i, k])).getpixel((10, 10)), colour_of(n, k)), (n, k)
+            assert close_to(
+                picture_of(reached(pictures, [i, k])).getpixel((10, 10)),
+                colour_of(n, k),
+            ), (n, k)
 
 
 def test_a_control_whose_values_depend_on_an_earlier_one_gets_one_per_branch():
-    view = precomputed_view(draw, {"n": [1, 3], "k": lambda n: range(n)}, alt=alt, initial={"n": 3, "k": 2})
+    view = precomputed_view(
+        draw,
+        {"n": [1, 3], "k": lambda n: range(n)},
+        alt=alt,
+        initial={"n": 3, "k": 2},
+    )
     (row_n, pictures) = view.children
     branches = pictures.children
     assert [len(branch.children[1].children) for branch in branches] == [1, 3]
@@ -128,14 +168,23 @@ def test_a_control_whose_values_depend_on_an_earlier_one_gets_one_per_branch():
         row_k, stack = branch.children
         control_k = row_k.children[1]
         assert control_k.options == tuple(str(k) for k in range(n))
-        assert [link.target for link in links_from(control_k)] == [(stack, "selected_index")]
+        assert [link.target for link in links_from(control_k)] == [
+            (stack, "selected_index")
+        ]
         for k in range(n):
-            assert re.search(r'alt="([^"]*)"', stack.children[k].value).group(1) == f"setting n={n}, k={k}"
-    assert branches[1].children[0].children[1].index == 2  # initial k=2 where it exists
+            assert (
+                re.search(r'alt="([^"]*)"', stack.children[k].value).group(1)
+                == f"setting n={n}, k={k}"
+            )
+    assert (
+        branches[1].children[0].children[1].index == 2
+    )  # initial k=2 where it exists
 
 
 def test_many_numbers_get_a_slider_and_few_choices_get_buttons():
-    view = precomputed_view(draw, {"step": list(range(7)), "model": ["a", "b"]}, alt=alt)
+    view = precomputed_view(
+        draw, {"step": list(range(7)), "model": ["a", "b"]}, alt=alt
+    )
     assert isinstance(view.children[0].children[1], widgets.SelectionSlider)
     assert isinstance(view.children[1].children[1], widgets.ToggleButtons)
     # No description: the widget manager would typeset it with MathJax 2, which the site lacks.
@@ -143,10 +192,16 @@ def test_many_numbers_get_a_slider_and_few_choices_get_buttons():
 
 
 def test_pictures_are_png_with_escaped_alt_text():
-    view = precomputed_view(draw, {"a": [1]}, alt=lambda a: 'a "quoted" <b>name</b>')
+    view = precomputed_view(
+        draw, {"a": [1]}, alt=lambda a: 'a "quoted" <b>name</b>'
+    )
     picture = view.children[1].children[0]
-    assert picture.value.startswith('<img src="data:image/png;base64,iVBORw0KGgo')  # PNG's signature
-    assert 'alt="a &quot;quoted&quot; &lt;b&gt;name&lt;/b&gt;"' in picture.value
+    assert picture.value.startswith(
+        '<img src="data:image/png;base64,iVBORw0KGgo'
+    )  # PNG's signature
+    assert (
+        'alt="a &quot;quoted&quot; &lt;b&gt;name&lt;/b&gt;"' in picture.value
+    )
 
 
 def test_figure_png_is_a_png_and_closes_the_figure():
@@ -160,14 +215,22 @@ def test_figure_png_is_the_figure_at_its_resolution_in_at_most_its_palette():
     fig = plt.figure(figsize=(2, 1))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_axis_off()
-    ax.imshow([[(1.0, 0.0, 0.0), (0.0, 0.0, 1.0)]], aspect="auto", interpolation="nearest")  # red | blue
+    ax.imshow(
+        [[(1.0, 0.0, 0.0), (0.0, 0.0, 1.0)]],
+        aspect="auto",
+        interpolation="nearest",
+    )  # red | blue
     image = decoded(figure_png(fig, dpi=50))
     assert image.size == (100, 50)  # 2 x 1 inches at 50 dots per inch
-    assert close_to(image.getpixel((25, 25)), (1, 0, 0)) and close_to(image.getpixel((75, 25)), (0, 0, 1))
+    assert close_to(image.getpixel((25, 25)), (1, 0, 0)) and close_to(
+        image.getpixel((75, 25)), (0, 0, 1)
+    )
     fig = plt.figure(figsize=(2, 1))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_axis_off()
-    ax.imshow([list(range(256))], cmap="viridis", aspect="auto")  # a ramp of many colours
+    ax.imshow(
+        [list(range(256))], cmap="viridis", aspect="auto"
+    )  # a ramp of many colours
     assert len(decoded(figure_png(fig, dpi=100, colours=8)).getcolors()) <= 8
 
 
@@ -181,7 +244,9 @@ def test_bad_controls_are_refused_by_name():
 
 
 def load_run_notebooks():
-    spec = importlib.util.spec_from_file_location("run_notebooks", ROOT / "tools" / "run_notebooks.py")
+    spec = importlib.util.spec_from_file_location(
+        "run_notebooks", ROOT / "tools" / "run_notebooks.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -193,58 +258,139 @@ def test_saved_widget_state_keeps_what_a_shown_output_reaches():
     tool = load_run_notebooks()
 
     def model(name, **state):
-        return {"model_name": name, "model_module": "@jupyter-widgets/controls", "model_module_version": "2.0.0",
-                "state": state}
+        return {
+            "model_name": name,
+            "model_module": "@jupyter-widgets/controls",
+            "model_module_version": "2.0.0",
+            "state": state,
+        }
 
     state = {
-        "shown": model("VBoxModel", children=["IPY_MODEL_slider", "IPY_MODEL_stack"]),
+        "shown": model(
+            "VBoxModel", children=["IPY_MODEL_slider", "IPY_MODEL_stack"]
+        ),
         "slider": model("SelectionSliderModel", layout="IPY_MODEL_layout"),
         "layout": model("LayoutModel"),
         "stack": model("StackModel", children=[]),
-        "link": model("LinkModel", source=["IPY_MODEL_slider", "index"], target=["IPY_MODEL_stack", "selected_index"]),
+        "link": model(
+            "LinkModel",
+            source=["IPY_MODEL_slider", "index"],
+            target=["IPY_MODEL_stack", "selected_index"],
+        ),
         "live": model("VBoxModel", children=["IPY_MODEL_live_slider"]),
         "live_slider": model("IntSliderModel"),
-        "live_link": model("LinkModel", source=["IPY_MODEL_live_slider", "value"], target=["IPY_MODEL_stack", "selected_index"]),
+        "live_link": model(
+            "LinkModel",
+            source=["IPY_MODEL_live_slider", "value"],
+            target=["IPY_MODEL_stack", "selected_index"],
+        ),
     }
-    view = {"output_type": "display_data", "metadata": {},
-            "data": {"text/plain": "VBox()", tool.WIDGET_VIEW: {"model_id": "shown", "version_major": 2, "version_minor": 0}}}
-    hidden = {**view, "data": {**view["data"], tool.WIDGET_VIEW: {"model_id": "live", "version_major": 2, "version_minor": 0}}}
-    notebook = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("view", outputs=[view]),
-        nbformat.v4.new_code_cell("live", outputs=[hidden], metadata={"tags": ["remove-cell"]}),
-    ])
-    notebook.metadata["widgets"] = {tool.WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
+    view = {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {
+            "text/plain": "VBox()",
+            tool.WIDGET_VIEW: {
+                "model_id": "shown",
+                "version_major": 2,
+                "version_minor": 0,
+            },
+        },
+    }
+    hidden = {
+        **view,
+        "data": {
+            **view["data"],
+            tool.WIDGET_VIEW: {
+                "model_id": "live",
+                "version_major": 2,
+                "version_minor": 0,
+            },
+        },
+    }
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("view", outputs=[view]),
+            nbformat.v4.new_code_cell(
+                "live", outputs=[hidden], metadata={"tags": ["remove-cell"]}
+            ),
+        ]
+    )
+    notebook.metadata["widgets"] = {
+        tool.WIDGET_STATE: {
+            "state": state,
+            "version_major": 2,
+            "version_minor": 0,
+        }
+    }
     assert tool.prune_widget_state(notebook) == 3
-    assert set(notebook.metadata["widgets"][tool.WIDGET_STATE]["state"]) == {"shown", "slider", "layout", "stack", "link"}
+    assert set(notebook.metadata["widgets"][tool.WIDGET_STATE]["state"]) == {
+        "shown",
+        "slider",
+        "layout",
+        "stack",
+        "link",
+    }
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(initial={"colour": 2}), ValueError, r"initial\['colour'\] names no control"),
-    (dict(initial={"a": 3}), ValueError, r"initial\['a'\] = 3 is not one of controls\['a'\] = \[1, 2\]"),
-    (dict(dpi=0), ValueError, "dpi must be a positive finite float"),
-    (dict(dpi=float("nan")), ValueError, "dpi"),
-    (dict(colours=1), ValueError, r"colours must be an int in \[2, 256\]"),
-    (dict(colours=1000), ValueError, "colours"),
-    (dict(colours=16.0), TypeError, "colours"),
-    (dict(alt="a picture"), TypeError, "alt must be a callable"),
-    (dict(controls={"a": "xy"}), TypeError, r"controls\['a'\] must be a list of values or a callable, not the str"),
-    (dict(label=None), TypeError, "label must be a callable"),
-])
-def test_bad_settings_are_refused_by_name_before_anything_is_drawn(kwargs, error, match):
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (
+            dict(initial={"colour": 2}),
+            ValueError,
+            r"initial\['colour'\] names no control",
+        ),
+        (
+            dict(initial={"a": 3}),
+            ValueError,
+            r"initial\['a'\] = 3 is not one of controls\['a'\] = \[1, 2\]",
+        ),
+        (dict(dpi=0), ValueError, "dpi must be a positive finite float"),
+        (dict(dpi=float("nan")), ValueError, "dpi"),
+        (dict(colours=1), ValueError, r"colours must be an int in \[2, 256\]"),
+        (dict(colours=1000), ValueError, "colours"),
+        (dict(colours=16.0), TypeError, "colours"),
+        (dict(alt="a picture"), TypeError, "alt must be a callable"),
+        (
+            dict(controls={"a": "xy"}),
+            TypeError,
+            r"controls\['a'\] must be a list of values or a callable, not the str",
+        ),
+        (dict(label=None), TypeError, "label must be a callable"),
+    ],
+)
+def test_bad_settings_are_refused_by_name_before_anything_is_drawn(
+    kwargs, error, match
+):
     """An initial value not among a control's values silently showed its first value instead."""
     drawn = []
     with pytest.raises(error, match=match):
-        precomputed_view(lambda **s: drawn.append(s) or draw(**s), **{"controls": {"a": [1, 2]}, "alt": alt, **kwargs})
+        precomputed_view(
+            lambda **s: drawn.append(s) or draw(**s),
+            **{"controls": {"a": [1, 2]}, "alt": alt, **kwargs},
+        )
     assert drawn == []
 
 
 def test_an_initial_value_may_be_missing_from_a_dependent_control_s_branch():
-    view = precomputed_view(draw, {"n": [1, 3], "k": lambda n: range(n)}, alt=alt, initial={"n": 3, "k": 2})
+    view = precomputed_view(
+        draw,
+        {"n": [1, 3], "k": lambda n: range(n)},
+        alt=alt,
+        initial={"n": 3, "k": 2},
+    )
     assert view.children[0].children[1].index == 1
 
 
-@pytest.mark.parametrize("kwargs, error", [(dict(dpi=-5), ValueError), (dict(colours=0), ValueError),
-                                           (dict(colours=True), TypeError)])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        (dict(dpi=-5), ValueError),
+        (dict(colours=0), ValueError),
+        (dict(colours=True), TypeError),
+    ],
+)
 def test_figure_png_checks_its_numbers(kwargs, error):
     with pytest.raises(error):
         figure_png(draw(a=1), **kwargs)

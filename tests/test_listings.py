@@ -25,7 +25,10 @@ import listings  # noqa: E402  (book/_ext is not a package; Jupyter Book puts it
 URL = "https://github.com/example/mixers"
 ALIBI = ROOT / "src" / "mixers" / "alibi.py"
 FEED_FORWARD = ROOT / "src" / "mixers" / "feed_forward.py"
-ACTIVATIONS = {"start-at": "ACTIVATIONS = {", "end-before": "The paper's variants, in its order"}
+ACTIVATIONS = {
+    "start-at": "ACTIVATIONS = {",
+    "end-before": "The paper's variants, in its order",
+}
 
 
 def source_range(obj):
@@ -36,7 +39,11 @@ def source_range(obj):
 
 def line_number_of(path, text):
     """The 1-based number of the first line of ``path`` that contains ``text``."""
-    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+    return next(
+        i
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if text in line
+    )
 
 
 def activations_range():
@@ -51,7 +58,9 @@ def config():
 
 
 def test_a_pyobject_listing_spans_the_lines_python_reports(config):
-    text, lines = listings.read_listing(str(ALIBI), {"pyobject": "alibi_slopes"}, config)
+    text, lines = listings.read_listing(
+        str(ALIBI), {"pyobject": "alibi_slopes"}, config
+    )
     first, last = source_range(mixers.alibi.alibi_slopes)
     assert first > 1 and lines == (first, last)
     assert text.startswith("def alibi_slopes(")
@@ -60,7 +69,9 @@ def test_a_pyobject_listing_spans_the_lines_python_reports(config):
 def test_a_method_listing_spans_the_lines_python_reports(config):
     options = {"pyobject": "AlibiMultiHeadAttention.attention_bias"}
     _, lines = listings.read_listing(str(ALIBI), options, config)
-    assert lines == source_range(mixers.alibi.AlibiMultiHeadAttention.attention_bias)
+    assert lines == source_range(
+        mixers.alibi.AlibiMultiHeadAttention.attention_bias
+    )
 
 
 def test_a_start_at_end_before_listing_spans_its_marks(config):
@@ -73,10 +84,18 @@ def test_a_start_at_end_before_listing_spans_its_marks(config):
 def test_lines_within_an_object_and_decorations(config):
     first, _ = source_range(mixers.alibi.alibi_slopes)
     # :lines: counts from the object's first line; prepend, append and dedent change the text only.
-    options = {"pyobject": "alibi_slopes", "lines": "2-3", "prepend": "# x", "append": "# y", "dedent": 4}
+    options = {
+        "pyobject": "alibi_slopes",
+        "lines": "2-3",
+        "prepend": "# x",
+        "append": "# y",
+        "dedent": 4,
+    }
     _, lines = listings.read_listing(str(ALIBI), options, config)
     assert lines == (first + 1, first + 2)
-    _, lines = listings.read_listing(str(ALIBI), {"pyobject": "alibi_slopes", "lines": "2,4"}, config)
+    _, lines = listings.read_listing(
+        str(ALIBI), {"pyobject": "alibi_slopes", "lines": "2,4"}, config
+    )
     assert lines is None  # not one run of lines: no range to link to
 
 
@@ -84,15 +103,32 @@ def test_the_link_points_at_exactly_those_lines():
     path = "src/mixers/alibi.py"
     first, last = source_range(mixers.alibi.alibi_slopes)
     options = {"repository_url": URL + "/", "repository_branch": "dev"}
-    assert listings.source_url(options, path, (first, last)) == f"{URL}/blob/dev/{path}#L{first}-L{last}"
-    assert listings.source_url(options, path, (7, 7)) == f"{URL}/blob/dev/{path}#L7"
-    assert listings.source_url({"repository_url": URL}, path, None) == f"{URL}/blob/HEAD/{path}"
+    assert (
+        listings.source_url(options, path, (first, last))
+        == f"{URL}/blob/dev/{path}#L{first}-L{last}"
+    )
+    assert (
+        listings.source_url(options, path, (7, 7))
+        == f"{URL}/blob/dev/{path}#L7"
+    )
+    assert (
+        listings.source_url({"repository_url": URL}, path, None)
+        == f"{URL}/blob/HEAD/{path}"
+    )
     assert listings.source_url({}, path, (first, last)) is None
 
 
 def test_the_path_is_the_repository_s_wherever_the_book_sits():
-    assert listings.repository_path({"path_to_docs": ""}, "src/mixers/alibi.py") == "src/mixers/alibi.py"
-    assert listings.repository_path({"path_to_docs": "docs"}, "../src/mixers/alibi.py") == "src/mixers/alibi.py"
+    assert (
+        listings.repository_path({"path_to_docs": ""}, "src/mixers/alibi.py")
+        == "src/mixers/alibi.py"
+    )
+    assert (
+        listings.repository_path(
+            {"path_to_docs": "docs"}, "../src/mixers/alibi.py"
+        )
+        == "src/mixers/alibi.py"
+    )
 
 
 @pytest.mark.parametrize(
@@ -148,26 +184,42 @@ def build(tmp_path, theme_options):
         "html_theme": "sphinx_book_theme",
         "html_theme_options": theme_options,
     }
-    app = SphinxTestApp("html", srcdir=tmp_path, confoverrides=overrides, freshenv=True)
+    app = SphinxTestApp(
+        "html", srcdir=tmp_path, confoverrides=overrides, freshenv=True
+    )
     try:
         app.build()
     finally:
         app.cleanup()  # docutils' registries are global: leave them as they were
-    return (tmp_path / "_build" / "html" / "book" / "chapter.html").read_text(), app.warning.getvalue()
+    return (
+        tmp_path / "_build" / "html" / "book" / "chapter.html"
+    ).read_text(), app.warning.getvalue()
 
 
 def captions(page):
     """The text of each code-block caption (tags dropped) and the links in it."""
-    found = re.findall(r'<div class="code-block-caption">(.*?)</div>', page, flags=re.S)
+    found = re.findall(
+        r'<div class="code-block-caption">(.*?)</div>', page, flags=re.S
+    )
     # The permalink Sphinx adds after each caption is not part of its text.
-    found = [re.sub(r'<a class="headerlink".*?</a>', "", c, flags=re.S) for c in found]
+    found = [
+        re.sub(r'<a class="headerlink".*?</a>', "", c, flags=re.S)
+        for c in found
+    ]
     texts = [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in found]
-    links = [[html.unescape(u) for u in re.findall(r'href="([^"]*)"', c)] for c in found]
+    links = [
+        [html.unescape(u) for u in re.findall(r'href="([^"]*)"', c)]
+        for c in found
+    ]
     return texts, links
 
 
-def test_the_built_page_captions_each_package_listing_with_a_link_to_its_lines(tmp_path):
-    page, warnings = build(tmp_path, {"repository_url": URL, "repository_branch": "main"})
+def test_the_built_page_captions_each_package_listing_with_a_link_to_its_lines(
+    tmp_path,
+):
+    page, warnings = build(
+        tmp_path, {"repository_url": URL, "repository_branch": "main"}
+    )
     assert warnings == ""
     texts, links = captions(page)
     slopes = source_range(mixers.alibi.alibi_slopes)
@@ -180,12 +232,16 @@ def test_the_built_page_captions_each_package_listing_with_a_link_to_its_lines(t
     ]  # and none for book/notes.py, which is not the package's
     assert links == [
         [f"{URL}/blob/main/src/mixers/alibi.py#L{slopes[0]}-L{slopes[1]}"],
-        [f"{URL}/blob/main/src/mixers/feed_forward.py#L{activations[0]}-L{activations[1]}"],
+        [
+            f"{URL}/blob/main/src/mixers/feed_forward.py#L{activations[0]}-L{activations[1]}"
+        ],
         [f"{URL}/blob/main/src/mixers/alibi.py#L{bias[0]}-L{bias[1]}"],
     ]
     # The listing itself is still there, under its caption.
     shown = html.unescape(re.sub(r"<[^>]+>", "", page))
-    assert inspect.getsource(mixers.alibi.alibi_slopes).splitlines()[0] in shown
+    assert (
+        inspect.getsource(mixers.alibi.alibi_slopes).splitlines()[0] in shown
+    )
 
 
 def test_without_a_repository_url_the_caption_has_no_link(tmp_path):
@@ -193,5 +249,8 @@ def test_without_a_repository_url_the_caption_has_no_link(tmp_path):
     assert warnings == ""
     texts, links = captions(page)
     slopes = source_range(mixers.alibi.alibi_slopes)
-    assert texts[0] == f"src/mixers/alibi.py · alibi_slopes — lines {slopes[0]}–{slopes[1]}"
+    assert (
+        texts[0]
+        == f"src/mixers/alibi.py · alibi_slopes — lines {slopes[0]}–{slopes[1]}"
+    )
     assert links == [[], [], []]

@@ -12,6 +12,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import (
+    assert_causal_by_perturbation,
+    assert_decoding_equals_the_full_pass,
+)
 
 from mixers.attention import MultiHeadAttention
 from mixers.positions import (
@@ -22,8 +26,6 @@ from mixers.positions import (
     rotary_embedding,
     sinusoidal_table,
 )
-
-from helpers import assert_causal_by_perturbation, assert_decoding_equals_the_full_pass
 
 DT = torch.float64
 ATOL = 1e-10
@@ -38,7 +40,9 @@ def _seed():
 # Sinusoidal and learned positions
 
 
-@pytest.mark.parametrize("seq_len, d_model, base", [(7, 8, 10000.0), (5, 6, 100.0), (1, 2, 10000.0)])
+@pytest.mark.parametrize(
+    "seq_len, d_model, base", [(7, 8, 10000.0), (5, 6, 100.0), (1, 2, 10000.0)]
+)
 def test_sinusoidal_table_matches_brute_force(seq_len, d_model, base):
     table = sinusoidal_table(seq_len, d_model, base)
     assert table.shape == (seq_len, d_model)
@@ -48,9 +52,13 @@ def test_sinusoidal_table_matches_brute_force(seq_len, d_model, base):
             angle = pos / base ** (2 * i / d_model)
             expected[pos, 2 * i] = math.sin(angle)
             expected[pos, 2 * i + 1] = math.cos(angle)
-    torch.testing.assert_close(table.to(DT), expected, atol=1e-6, rtol=0)  # a float32 table
+    torch.testing.assert_close(
+        table.to(DT), expected, atol=1e-6, rtol=0
+    )  # a float32 table
     if base == 10000.0:  # the module uses the default base
-        torch.testing.assert_close(SinusoidalPositions(d_model)(seq_len), table, atol=0, rtol=0)
+        torch.testing.assert_close(
+            SinusoidalPositions(d_model)(seq_len), table, atol=0, rtol=0
+        )
 
 
 def test_sinusoidal_table_needs_an_even_width():
@@ -72,16 +80,25 @@ def test_learned_positions_raise_past_max_len():
 def brute_rotary(x, positions, base=10000.0):
     """A 2x2 rotation of each channel pair (2i, 2i+1) by pos · base^(-2i/d), one loop step each."""
     *lead, seq, d = x.shape
-    out = torch.empty(x.shape, dtype=DT)  # contiguous, so that view below shares its memory
+    out = torch.empty(
+        x.shape, dtype=DT
+    )  # contiguous, so that view below shares its memory
     flat_x, flat_out = x.reshape(-1, seq, d), out.view(-1, seq, d)
     for n in range(flat_x.shape[0]):
         for s in range(seq):
             pos = float(positions[s])
             for i in range(d // 2):
                 theta = pos * base ** (-2 * i / d)
-                a, b = float(flat_x[n, s, 2 * i]), float(flat_x[n, s, 2 * i + 1])
-                flat_out[n, s, 2 * i] = a * math.cos(theta) - b * math.sin(theta)
-                flat_out[n, s, 2 * i + 1] = a * math.sin(theta) + b * math.cos(theta)
+                a, b = (
+                    float(flat_x[n, s, 2 * i]),
+                    float(flat_x[n, s, 2 * i + 1]),
+                )
+                flat_out[n, s, 2 * i] = a * math.cos(theta) - b * math.sin(
+                    theta
+                )
+                flat_out[n, s, 2 * i + 1] = a * math.sin(theta) + b * math.cos(
+                    theta
+                )
     return out
 
 
@@ -89,8 +106,12 @@ def brute_rotary(x, positions, base=10000.0):
 def test_rotary_matches_brute_force_rotation(base):
     x = torch.randn(2, 3, 5, 6, dtype=DT)
     positions = torch.tensor([0, 1, 2, 7, 100])
-    torch.testing.assert_close(rotary_embedding(x, positions, base), brute_rotary(x, positions, base),
-                               atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        rotary_embedding(x, positions, base),
+        brute_rotary(x, positions, base),
+        atol=ATOL,
+        rtol=0,
+    )
 
 
 def test_rotary_pairs_are_interleaved():
@@ -105,9 +126,15 @@ def test_rotary_pairs_are_interleaved():
 def test_rotary_preserves_norms():
     x = torch.randn(2, 3, 9, 8, dtype=DT)
     out = rotary_embedding(x, torch.arange(9) * 13)
-    torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1), atol=ATOL, rtol=0)
-    pair_norms = out.unflatten(-1, (4, 2)).norm(dim=-1)  # each 2-d pair is rotated on its own
-    torch.testing.assert_close(pair_norms, x.unflatten(-1, (4, 2)).norm(dim=-1), atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        out.norm(dim=-1), x.norm(dim=-1), atol=ATOL, rtol=0
+    )
+    pair_norms = out.unflatten(-1, (4, 2)).norm(
+        dim=-1
+    )  # each 2-d pair is rotated on its own
+    torch.testing.assert_close(
+        pair_norms, x.unflatten(-1, (4, 2)).norm(dim=-1), atol=ATOL, rtol=0
+    )
     assert not torch.allclose(out, x)
 
 
@@ -121,16 +148,26 @@ def test_rotary_dot_product_depends_only_on_the_relative_offset():
 
     for m, n in [(0, 0), (3, 1), (1, 3), (10, 2)]:
         for shift in (1, 5, 37):
-            assert math.isclose(rotated_dot(m, n), rotated_dot(m + shift, n + shift), abs_tol=1e-10)
-    assert not math.isclose(rotated_dot(3, 1), rotated_dot(1, 3), abs_tol=1e-6)  # the offset does matter
+            assert math.isclose(
+                rotated_dot(m, n),
+                rotated_dot(m + shift, n + shift),
+                abs_tol=1e-10,
+            )
+    assert not math.isclose(
+        rotated_dot(3, 1), rotated_dot(1, 3), abs_tol=1e-6
+    )  # the offset does matter
 
 
 def test_rotary_accepts_per_sample_positions_and_keeps_dtype():
     x = torch.randn(2, 3, 4, 6, dtype=DT)
-    positions = torch.tensor([[0, 0, 1, 2], [0, 1, 2, 3]])  # sample 0 left-padded by one
+    positions = torch.tensor(
+        [[0, 0, 1, 2], [0, 1, 2, 3]]
+    )  # sample 0 left-padded by one
     out = rotary_embedding(x, positions)
     for b in range(2):
-        torch.testing.assert_close(out[b], rotary_embedding(x[b], positions[b]), atol=ATOL, rtol=0)
+        torch.testing.assert_close(
+            out[b], rotary_embedding(x[b], positions[b]), atol=ATOL, rtol=0
+        )
     half = rotary_embedding(x.to(torch.bfloat16), positions)
     assert half.dtype == torch.bfloat16
 
@@ -145,7 +182,9 @@ def test_rotary_bad_arguments_name_them():
     with pytest.raises(TypeError, match="positions"):
         rotary_embedding(torch.randn(1, 2, 3, 4), [0, 1, 2])
     with pytest.raises(TypeError, match="q_or_k"):
-        rotary_embedding(torch.zeros(1, 2, 3, 4, dtype=torch.long), torch.arange(3))
+        rotary_embedding(
+            torch.zeros(1, 2, 3, 4, dtype=torch.long), torch.arange(3)
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,7 +192,9 @@ def test_rotary_bad_arguments_name_them():
 
 
 def make_rotary(backend="sdpa", causal=True, **kwargs):
-    module = RotaryMultiHeadAttention(16, 2, causal=causal, backend=backend, **kwargs).to(DT)
+    module = RotaryMultiHeadAttention(
+        16, 2, causal=causal, backend=backend, **kwargs
+    ).to(DT)
     with torch.no_grad():
         for p in module.parameters():
             p.normal_(0.0, 0.5)
@@ -169,7 +210,9 @@ def reference_rotary_mha(module, x, scale=None):
 
     q = brute_rotary(split(module.q_proj(x)), range(seq))
     k = brute_rotary(split(module.k_proj(x)), range(seq))
-    out = F.scaled_dot_product_attention(q, k, split(module.v_proj(x)), is_causal=module.causal, scale=scale)
+    out = F.scaled_dot_product_attention(
+        q, k, split(module.v_proj(x)), is_causal=module.causal, scale=scale
+    )
     return module.out_proj(out.transpose(1, 2).reshape(batch, seq, 16))
 
 
@@ -179,17 +222,25 @@ def test_rotary_attention_matches_reference(backend, causal):
     module = make_rotary(backend, causal)
     x = torch.randn(2, 5, 16, dtype=DT)
     with torch.no_grad():
-        torch.testing.assert_close(module(x), reference_rotary_mha(module, x), atol=ATOL, rtol=0)
+        torch.testing.assert_close(
+            module(x), reference_rotary_mha(module, x), atol=ATOL, rtol=0
+        )
 
 
 def test_rotary_attention_is_causal_by_perturbation():
-    assert_causal_by_perturbation(make_rotary(), torch.randn(1, 6, 16, dtype=DT), t=3, atol=ATOL)
+    assert_causal_by_perturbation(
+        make_rotary(), torch.randn(1, 6, 16, dtype=DT), t=3, atol=ATOL
+    )
 
 
 @pytest.mark.parametrize("backend", ["eager", "sdpa"])
 def test_rotary_incremental_decoding_equals_the_full_pass(backend):
-    assert_decoding_equals_the_full_pass(make_rotary(backend), torch.randn(2, 6, 16, dtype=DT), chunk_from=2,
-                                         atol=ATOL)
+    assert_decoding_equals_the_full_pass(
+        make_rotary(backend),
+        torch.randn(2, 6, 16, dtype=DT),
+        chunk_from=2,
+        atol=ATOL,
+    )
 
 
 def test_rotary_attention_needs_an_even_head_width():
@@ -206,7 +257,9 @@ def test_rotary_attention_has_the_base_class_arguments_and_defaults():
     assert list(rotary)[-1] == "base"  # its own argument, last
     rotary.pop("base")
     assert list(rotary) == list(base)
-    assert {n: p.default for n, p in rotary.items()} == {n: p.default for n, p in base.items()}
+    assert {n: p.default for n, p in rotary.items()} == {
+        n: p.default for n, p in base.items()
+    }
 
 
 def test_rotary_attention_is_not_causal_by_default():
@@ -219,7 +272,9 @@ def test_rotary_attention_is_not_causal_by_default():
         assert (module(x)[:, 0] - module(y)[:, 0]).abs().max() > 1e-6
 
 
-def reference_rotary_cross(module, query, key, value, scale=None, token_mask=None):
+def reference_rotary_cross(
+    module, query, key, value, scale=None, token_mask=None
+):
     """Cross-attention from the module's weights: key j rotated to position j, query i to
     k_len - q_len + i (brute-force loop), then torch's SDPA."""
     batch, q_len, _ = query.shape
@@ -231,7 +286,9 @@ def reference_rotary_cross(module, query, key, value, scale=None, token_mask=Non
     q = brute_rotary(split(module.q_proj(query)), range(k_len - q_len, k_len))
     k = brute_rotary(split(module.k_proj(key)), range(k_len))
     attn_mask = None if token_mask is None else token_mask[:, None, None, :]
-    out = F.scaled_dot_product_attention(q, k, split(module.v_proj(value)), attn_mask=attn_mask, scale=scale)
+    out = F.scaled_dot_product_attention(
+        q, k, split(module.v_proj(value)), attn_mask=attn_mask, scale=scale
+    )
     return module.out_proj(out.transpose(1, 2).reshape(batch, q_len, 16))
 
 
@@ -239,16 +296,31 @@ def reference_rotary_cross(module, query, key, value, scale=None, token_mask=Non
 def test_rotary_cross_attention_with_kdim_vdim(backend):
     module = make_rotary(backend, causal=False, kdim=6, vdim=10)
     assert module.k_proj.in_features == 6 and module.v_proj.in_features == 10
-    query, key, value = (torch.randn(2, 3, 16, dtype=DT), torch.randn(2, 5, 6, dtype=DT),
-                         torch.randn(2, 5, 10, dtype=DT))
-    token_mask = torch.tensor([[True, True, True, False, False], [False, True, True, True, True]])
+    query, key, value = (
+        torch.randn(2, 3, 16, dtype=DT),
+        torch.randn(2, 5, 6, dtype=DT),
+        torch.randn(2, 5, 10, dtype=DT),
+    )
+    token_mask = torch.tensor(
+        [[True, True, True, False, False], [False, True, True, True, True]]
+    )
     with torch.no_grad():
         out = module(query, key, value)
         assert out.shape == (2, 3, 16)
-        torch.testing.assert_close(out, reference_rotary_cross(module, query, key, value), atol=ATOL, rtol=0)
-        torch.testing.assert_close(module(query, key, value, token_mask=token_mask),
-                                   reference_rotary_cross(module, query, key, value, token_mask=token_mask),
-                                   atol=ATOL, rtol=0)
+        torch.testing.assert_close(
+            out,
+            reference_rotary_cross(module, query, key, value),
+            atol=ATOL,
+            rtol=0,
+        )
+        torch.testing.assert_close(
+            module(query, key, value, token_mask=token_mask),
+            reference_rotary_cross(
+                module, query, key, value, token_mask=token_mask
+            ),
+            atol=ATOL,
+            rtol=0,
+        )
     with pytest.raises(ValueError, match="kdim=6"):
         module(query, torch.randn(2, 5, 16, dtype=DT), value)
 
@@ -263,64 +335,109 @@ def test_rotary_attention_scale(backend):
     x = torch.randn(2, 5, 16, dtype=DT)
     with torch.no_grad():
         out_scaled, out_unscaled = scaled(x), unscaled(x)
-        torch.testing.assert_close(out_unscaled, reference_rotary_mha(unscaled, x, scale=1.0), atol=ATOL, rtol=0)
-        torch.testing.assert_close(out_scaled, reference_rotary_mha(scaled, x), atol=ATOL, rtol=0)
-    assert (out_scaled - out_unscaled).abs().max() > 1e-3  # same weights, different scale
+        torch.testing.assert_close(
+            out_unscaled,
+            reference_rotary_mha(unscaled, x, scale=1.0),
+            atol=ATOL,
+            rtol=0,
+        )
+        torch.testing.assert_close(
+            out_scaled, reference_rotary_mha(scaled, x), atol=ATOL, rtol=0
+        )
+    assert (
+        out_scaled - out_unscaled
+    ).abs().max() > 1e-3  # same weights, different scale
     with pytest.raises(ValueError, match="scale"):
         RotaryMultiHeadAttention(16, 2, scale=0.0)
-
 
 
 def test_the_scaled_sinusoid_starts_at_the_token_embeddings_scale():
     from mixers.positions import SCALED_SINUSOID_FACTOR, build_positions
 
-    plain, scaled = build_positions("sinusoidal", 128, 64)(64), build_positions("sinusoidal_scaled", 128, 64)(64)
+    plain, scaled = (
+        build_positions("sinusoidal", 128, 64)(64),
+        build_positions("sinusoidal_scaled", 128, 64)(64),
+    )
     assert torch.equal(scaled, plain * SCALED_SINUSOID_FACTOR)
-    assert abs(plain.pow(2).mean().sqrt().item() - 2 ** -0.5) < 1e-6
-    assert abs(scaled.pow(2).mean().sqrt().item() - 0.02) < 1e-6  # the token embeddings' init std
+    assert abs(plain.pow(2).mean().sqrt().item() - 2**-0.5) < 1e-6
+    assert (
+        abs(scaled.pow(2).mean().sqrt().item() - 0.02) < 1e-6
+    )  # the token embeddings' init std
 
 
 # ---------------------------------------------------------------------------------------------
 # Every number is checked where it enters: base 0 gave all-zero outputs on SDPA and NaN on the
 # eager path; a negative seq_len cropped the learned table from its end.
 
-BAD_BASES = [(0, ValueError), (-10.0, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
-             ("10000", TypeError), (True, TypeError), (None, TypeError)]
+BAD_BASES = [
+    (0, ValueError),
+    (-10.0, ValueError),
+    (float("nan"), ValueError),
+    (float("inf"), ValueError),
+    ("10000", TypeError),
+    (True, TypeError),
+    (None, TypeError),
+]
 
 
 @pytest.mark.parametrize("base, error", BAD_BASES)
 def test_a_bad_base_is_refused_naming_it(base, error):
     x = torch.randn(1, 2, 3, 4)
-    for call in (lambda: rotary_embedding(x, torch.arange(3), base=base),
-                 lambda: RotaryMultiHeadAttention(8, 2, base=base),
-                 lambda: RotaryMultiHeadAttention(8, 2, backend="eager", base=base),
-                 lambda: sinusoidal_table(4, 8, base=base)):
-        with pytest.raises(error, match=r"base must be a positive finite float, got"):
+    for call in (
+        lambda: rotary_embedding(x, torch.arange(3), base=base),
+        lambda: RotaryMultiHeadAttention(8, 2, base=base),
+        lambda: RotaryMultiHeadAttention(8, 2, backend="eager", base=base),
+        lambda: sinusoidal_table(4, 8, base=base),
+    ):
+        with pytest.raises(
+            error, match=r"base must be a positive finite float, got"
+        ):
             call()
 
 
-@pytest.mark.parametrize("build, error, match", [
-    (lambda: SinusoidalPositions(8, scale=float("nan")), ValueError, "scale must be a finite float"),
-    (lambda: SinusoidalPositions(8, scale=float("inf")), ValueError, "scale"),
-    (lambda: SinusoidalPositions(8, scale="1"), TypeError, "scale"),
-    (lambda: SinusoidalPositions(7), ValueError, "d_model must be even"),
-    (lambda: SinusoidalPositions(0), ValueError, "d_model"),
-    (lambda: SinusoidalPositions(8.0), TypeError, "d_model"),
-    (lambda: LearnedPositions(8, max_len=0), ValueError, "max_len"),
-    (lambda: LearnedPositions(8, max_len=4)(-1), ValueError, "seq_len must be a positive int"),
-    (lambda: LearnedPositions(8, max_len=4)(0), ValueError, "seq_len"),
-    (lambda: LearnedPositions(8, max_len=4)(2.0), TypeError, "seq_len"),
-    (lambda: SinusoidalPositions(8)(0), ValueError, "seq_len"),
-    (lambda: NoPositions()(-3), ValueError, "seq_len"),
-])
+@pytest.mark.parametrize(
+    "build, error, match",
+    [
+        (
+            lambda: SinusoidalPositions(8, scale=float("nan")),
+            ValueError,
+            "scale must be a finite float",
+        ),
+        (
+            lambda: SinusoidalPositions(8, scale=float("inf")),
+            ValueError,
+            "scale",
+        ),
+        (lambda: SinusoidalPositions(8, scale="1"), TypeError, "scale"),
+        (lambda: SinusoidalPositions(7), ValueError, "d_model must be even"),
+        (lambda: SinusoidalPositions(0), ValueError, "d_model"),
+        (lambda: SinusoidalPositions(8.0), TypeError, "d_model"),
+        (lambda: LearnedPositions(8, max_len=0), ValueError, "max_len"),
+        (
+            lambda: LearnedPositions(8, max_len=4)(-1),
+            ValueError,
+            "seq_len must be a positive int",
+        ),
+        (lambda: LearnedPositions(8, max_len=4)(0), ValueError, "seq_len"),
+        (lambda: LearnedPositions(8, max_len=4)(2.0), TypeError, "seq_len"),
+        (lambda: SinusoidalPositions(8)(0), ValueError, "seq_len"),
+        (lambda: NoPositions()(-3), ValueError, "seq_len"),
+    ],
+)
 def test_bad_position_arguments_are_refused_naming_them(build, error, match):
     with pytest.raises(error, match=match):
         build()
 
 
 def test_valid_bases_and_scales_still_work():
-    torch.testing.assert_close(SinusoidalPositions(8, scale=0.5)(3), 0.5 * sinusoidal_table(3, 8))
+    torch.testing.assert_close(
+        SinusoidalPositions(8, scale=0.5)(3), 0.5 * sinusoidal_table(3, 8)
+    )
     x = torch.randn(1, 2, 3, 4)
-    torch.testing.assert_close(rotary_embedding(x, torch.arange(3), base=10000),
-                               rotary_embedding(x, torch.arange(3), base=10000.0), atol=0, rtol=0)
+    torch.testing.assert_close(
+        rotary_embedding(x, torch.arange(3), base=10000),
+        rotary_embedding(x, torch.arange(3), base=10000.0),
+        atol=0,
+        rtol=0,
+    )
     assert RotaryMultiHeadAttention(8, 2, base=500).base == 500.0

@@ -26,7 +26,14 @@ import mixers.train as train_module
 from mixers.data import random_batch
 from mixers.experiments import baseline
 from mixers.model import ModelConfig
-from mixers.results import load_results, provenance, results_dir, runs_dir, save_results, writable_dir
+from mixers.results import (
+    load_results,
+    provenance,
+    results_dir,
+    runs_dir,
+    save_results,
+    writable_dir,
+)
 from mixers.train import (
     PROFILES,
     Profile,
@@ -54,8 +61,15 @@ LN_VOCAB = math.log(65)
 TINY = Profile(
     "tiny",
     dict(block_size=16, d_model=32, n_layers=2, n_heads=4, dropout=0.0),
-    TrainConfig(steps=60, batch_size=16, seq_len=16, lr=3e-3, warmup_steps=10,
-                eval_interval=20, eval_batches=4),
+    TrainConfig(
+        steps=60,
+        batch_size=16,
+        seq_len=16,
+        lr=3e-3,
+        warmup_steps=10,
+        eval_interval=20,
+        eval_batches=4,
+    ),
 )
 
 
@@ -64,9 +78,17 @@ def trained(shakespeare):
     """One tiny run of 60 steps, shared by the tests that only read its results."""
     torch.manual_seed(TINY.train.seed)
     untrained = build_model(65, TINY)
-    initial_val = evaluate(untrained, shakespeare.val, 16, TINY.train.eval_batches, 16,
-                           seed=TINY.train.seed + 1)
-    model, result = run_profile(shakespeare, TINY, device="cpu", progress=False)
+    initial_val = evaluate(
+        untrained,
+        shakespeare.val,
+        16,
+        TINY.train.eval_batches,
+        16,
+        seed=TINY.train.seed + 1,
+    )
+    model, result = run_profile(
+        shakespeare, TINY, device="cpu", progress=False
+    )
     return model, result, initial_val
 
 
@@ -77,22 +99,34 @@ def trained(shakespeare):
 def test_lr_warmup_is_linear_and_peaks_at_lr():
     config = TrainConfig(steps=100, warmup_steps=10, lr=1e-3, min_lr_ratio=0.1)
     warm = [lr_at(s, config) for s in range(10)]
-    assert warm == pytest.approx([1e-3 * (s + 1) / 10 for s in range(10)], rel=1e-12)
+    assert warm == pytest.approx(
+        [1e-3 * (s + 1) / 10 for s in range(10)], rel=1e-12
+    )
     steps = [b - a for a, b in zip(warm, warm[1:])]
     assert steps == pytest.approx([1e-4] * 9, rel=1e-9)
     assert lr_at(9, config) == pytest.approx(1e-3, rel=1e-12)
     assert lr_at(10, config) == pytest.approx(1e-3, rel=1e-12)
-    assert max(lr_at(s, config) for s in range(101)) == pytest.approx(1e-3, rel=1e-12)
+    assert max(lr_at(s, config) for s in range(101)) == pytest.approx(
+        1e-3, rel=1e-12
+    )
 
 
 def test_lr_cosine_decays_monotonically_to_min():
     config = TrainConfig(steps=100, warmup_steps=10, lr=1e-3, min_lr_ratio=0.1)
     decay = [lr_at(s, config) for s in range(10, 100)]
-    assert all(b < a for a, b in zip(decay, decay[1:])), "not strictly decreasing after warm-up"
-    assert lr_at(99, config) == pytest.approx(1e-4, rel=1e-9)  # the last step taken reaches the minimum
+    assert all(b < a for a, b in zip(decay, decay[1:])), (
+        "not strictly decreasing after warm-up"
+    )
+    assert lr_at(99, config) == pytest.approx(
+        1e-4, rel=1e-9
+    )  # the last step taken reaches the minimum
     assert lr_at(100, config) == pytest.approx(1e-4, rel=1e-9)
-    assert lr_at(10 + 89 / 2, config) == pytest.approx(1e-3 * (0.1 + 0.9 * 0.5), rel=1e-9)  # half way
-    assert lr_at(500, config) == pytest.approx(1e-4, rel=1e-9)  # clamped past the end
+    assert lr_at(10 + 89 / 2, config) == pytest.approx(
+        1e-3 * (0.1 + 0.9 * 0.5), rel=1e-9
+    )  # half way
+    assert lr_at(500, config) == pytest.approx(
+        1e-4, rel=1e-9
+    )  # clamped past the end
     assert min(lr_at(s, config) for s in range(200)) >= 1e-4 * (1 - 1e-9)
 
 
@@ -117,7 +151,10 @@ def test_lr_without_warmup_and_to_zero():
         (dict(lr=0.0), "lr must be a positive finite float, got 0.0"),
         (dict(lr=-1e-3), "lr"),
         (dict(warmup_steps=-1), "warmup_steps"),
-        (dict(steps=10, warmup_steps=11), r"warmup_steps must lie in \[0, steps=10\]"),
+        (
+            dict(steps=10, warmup_steps=11),
+            r"warmup_steps must lie in \[0, steps=10\]",
+        ),
     ],
 )
 def test_train_config_rejects_bad_values(overrides, match):
@@ -146,10 +183,14 @@ def test_profiles_are_consistent():
     sizes = []
     for name, profile in PROFILES.items():
         assert profile.name == name
-        config = ModelConfig(vocab_size=65, **profile.model)  # validates d_model % n_heads etc.
+        config = ModelConfig(
+            vocab_size=65, **profile.model
+        )  # validates d_model % n_heads etc.
         # learned positions: the training length must fit the position table
         assert profile.train.seq_len <= config.block_size
-        sizes.append((name, config.d_model * config.n_layers, profile.train.steps))
+        sizes.append(
+            (name, config.d_model * config.n_layers, profile.train.steps)
+        )
     order = {n: (w, s) for n, w, s in sizes}
     assert order["smoke"] < order["cpu"] < order["gpu"]
 
@@ -175,18 +216,33 @@ def test_default_profile_follows_hardware(monkeypatch, cuda, expected):
 
 def test_unknown_profile_names_are_rejected(monkeypatch):
     monkeypatch.setenv("MIXERS_PROFILE", "huge")
-    with pytest.raises(ValueError, match=r"MIXERS_PROFILE must be one of \['cpu', 'gpu', 'smoke'\], got 'huge'"):
+    with pytest.raises(
+        ValueError,
+        match=r"MIXERS_PROFILE must be one of \['cpu', 'gpu', 'smoke'\], got 'huge'",
+    ):
         default_profile_name()
     with pytest.raises(ValueError, match="MIXERS_PROFILE"):
         get_profile()
     monkeypatch.delenv("MIXERS_PROFILE")
-    with pytest.raises(ValueError, match=r"profile must be one of \['cpu', 'gpu', 'smoke'\], got 'laptop'"):
+    with pytest.raises(
+        ValueError,
+        match=r"profile must be one of \['cpu', 'gpu', 'smoke'\], got 'laptop'",
+    ):
         get_profile("laptop")
 
 
 def test_provenance_records_where_and_how():
     record = provenance("smoke", torch.device("cpu"), [3, 4])
-    for key in ("profile", "device", "device_type", "torch", "python", "git_commit", "date", "seeds"):
+    for key in (
+        "profile",
+        "device",
+        "device_type",
+        "torch",
+        "python",
+        "git_commit",
+        "date",
+        "seeds",
+    ):
         assert key in record
     assert record["profile"] == "smoke"
     assert record["device_type"] == "cpu"
@@ -195,70 +251,126 @@ def test_provenance_records_where_and_how():
     assert record["seeds"] == [3, 4]
     date = datetime.fromisoformat(record["date"])
     assert date.tzinfo is not None
-    assert record["git_commit"] is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", record["git_commit"])
+    assert record["git_commit"] is None or re.fullmatch(
+        r"[0-9a-f]{40}(-dirty)?", record["git_commit"]
+    )
     assert provenance("cpu", torch.device("cpu"))["seeds"] == []
     json.dumps(record)  # goes into a results file
 
 
-def test_git_commit_is_dirty_only_when_the_package_changed(tmp_path, monkeypatch):
+def test_git_commit_is_dirty_only_when_the_package_changed(
+    tmp_path, monkeypatch
+):
     repo = tmp_path / "repo"
     package = repo / "src" / "pkg"
     package.mkdir(parents=True)
     (package / "results.py").write_text("x = 1\n")
     (repo / "results.json").write_text("{}\n")
-    git = lambda *args: subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)  # noqa: E731
+
+    def git(*args):
+        subprocess.run(
+            ["git", *args], cwd=repo, check=True, capture_output=True
+        )
+
     git("init", "-q")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
-    monkeypatch.setattr(results_module, "__file__", str(package / "results.py"))
+    monkeypatch.setattr(
+        results_module, "__file__", str(package / "results.py")
+    )
     clean = results_module.git_commit()
     assert re.fullmatch(r"[0-9a-f]{40}", clean)
-    (repo / "results.json").write_text('{"new": 1}\n')  # a result rewritten: the code is the same
+    (repo / "results.json").write_text(
+        '{"new": 1}\n'
+    )  # a result rewritten: the code is the same
     assert results_module.git_commit() == clean
     (package / "results.py").write_text("x = 2\n")
     assert results_module.git_commit() == clean + "-dirty"
 
 
-@pytest.mark.parametrize("gpu_has_bf16, expected", [(True, torch.bfloat16), (False, torch.float16)],
-                         ids=["ampere-or-later", "t4"])
-def test_the_precision_follows_the_devices_capabilities(monkeypatch, gpu_has_bf16, expected):
+@pytest.mark.parametrize(
+    "gpu_has_bf16, expected",
+    [(True, torch.bfloat16), (False, torch.float16)],
+    ids=["ampere-or-later", "t4"],
+)
+def test_the_precision_follows_the_devices_capabilities(
+    monkeypatch, gpu_has_bf16, expected
+):
     # The GPU's capabilities stubbed: no GPU needed. A T4 has no bfloat16: float16 instead.
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: gpu_has_bf16)
+    monkeypatch.setattr(
+        torch.cuda, "is_bf16_supported", lambda *a, **k: gpu_has_bf16
+    )
     cuda = torch.device("cuda")
     assert train_module.autocast_dtype(cuda, amp=True) == expected
     assert train_module.autocast_dtype(cuda, amp=False) is None
     assert uses_bf16(cuda, amp=True) == gpu_has_bf16
-    assert train_module.precision_name(expected) == {True: "bf16 autocast",
-                                                     False: "float16 autocast, gradient scaler"}[gpu_has_bf16]
-    for native in (True, False):  # a CPU: bf16 only when asked and native, else float32
-        monkeypatch.setattr(train_module, "cpu_has_bf16", lambda native=native: native)
-        assert train_module.autocast_dtype(torch.device("cpu"), cpu_amp=True) == (torch.bfloat16 if native else None)
-        assert train_module.autocast_dtype(torch.device("cpu"), cpu_amp=False) is None
+    assert (
+        train_module.precision_name(expected)
+        == {True: "bf16 autocast", False: "float16 autocast, gradient scaler"}[
+            gpu_has_bf16
+        ]
+    )
+    for native in (
+        True,
+        False,
+    ):  # a CPU: bf16 only when asked and native, else float32
+        monkeypatch.setattr(
+            train_module, "cpu_has_bf16", lambda native=native: native
+        )
+        assert train_module.autocast_dtype(
+            torch.device("cpu"), cpu_amp=True
+        ) == (torch.bfloat16 if native else None)
+        assert (
+            train_module.autocast_dtype(torch.device("cpu"), cpu_amp=False)
+            is None
+        )
     assert train_module.precision_name(None) == "float32"
 
 
-def test_float16_training_scales_the_loss_and_unscales_before_clipping(shakespeare, monkeypatch):
+def test_float16_training_scales_the_loss_and_unscales_before_clipping(
+    shakespeare, monkeypatch
+):
     # The float16 path (a T4) on a CPU: autocast in float16 and a real GradScaler, with a stubbed
     # capability. The scaler multiplies the loss before backward and divides the gradients
     # before they are clipped, so the clipped norm is the true one.
-    monkeypatch.setattr(train_module, "autocast_dtype", lambda device, amp=True, cpu_amp=False: torch.float16)
+    monkeypatch.setattr(
+        train_module,
+        "autocast_dtype",
+        lambda device, amp=True, cpu_amp=False: torch.float16,
+    )
     scaled = []
     real_scale = torch.amp.GradScaler.scale
-    monkeypatch.setattr(torch.amp.GradScaler, "scale",
-                        lambda self, loss: scaled.append(self.is_enabled()) or real_scale(self, loss))
-    monkeypatch.setattr(torch.amp.GradScaler, "__init__", _cpu_scaler_init(torch.amp.GradScaler.__init__))
+    monkeypatch.setattr(
+        torch.amp.GradScaler,
+        "scale",
+        lambda self, loss: (
+            scaled.append(self.is_enabled()) or real_scale(self, loss)
+        ),
+    )
+    monkeypatch.setattr(
+        torch.amp.GradScaler,
+        "__init__",
+        _cpu_scaler_init(torch.amp.GradScaler.__init__),
+    )
     config = replace(TINY.train, steps=3, warmup_steps=1, eval_interval=3)
     torch.manual_seed(0)
-    result = train(build_model(65, TINY), shakespeare, config, "cpu", progress=False)
+    result = train(
+        build_model(65, TINY), shakespeare, config, "cpu", progress=False
+    )
     assert scaled == [True, True, True]
-    assert result.provenance["train_precision"] == "float16 autocast, gradient scaler"
+    assert (
+        result.provenance["train_precision"]
+        == "float16 autocast, gradient scaler"
+    )
     assert math.isfinite(result.final_val_loss)
 
 
 def _cpu_scaler_init(real_init):
     """GradScaler("cpu", enabled=...) as train builds it, kept enabled on a CPU for the test."""
+
     def init(self, device="cuda", *args, enabled=True, **kwargs):
         real_init(self, device, *args, enabled=enabled, **kwargs)
+
     return init
 
 
@@ -266,26 +378,49 @@ def test_bf16_is_used_on_a_cpu_only_when_asked_and_native():
     cpu = torch.device("cpu")
     assert not uses_bf16(cpu, amp=True, cpu_amp=False)
     assert uses_bf16(cpu, amp=True, cpu_amp=True) == cpu_has_bf16()
-    assert TrainConfig().cpu_amp is False  # opt-in: float32 on a CPU unless a profile asks
+    assert (
+        TrainConfig().cpu_amp is False
+    )  # opt-in: float32 on a CPU unless a profile asks
 
 
 def test_run_records_the_precision_it_trained_in(shakespeare, monkeypatch):
     # Force "native bf16" so the bf16 path runs on any CPU (slowly where it is emulated).
-    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
-    config = replace(TINY.train, steps=20, warmup_steps=5, eval_interval=10, cpu_amp=True)
+    monkeypatch.setattr(
+        torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True
+    )
+    config = replace(
+        TINY.train, steps=20, warmup_steps=5, eval_interval=10, cpu_amp=True
+    )
     torch.manual_seed(0)
-    result = train(build_model(65, TINY), shakespeare, config, device="cpu", progress=False)
+    result = train(
+        build_model(65, TINY),
+        shakespeare,
+        config,
+        device="cpu",
+        progress=False,
+    )
     assert result.provenance["train_precision"] == "bf16 autocast"
     assert result.val_loss[-1] < LN_VOCAB
     torch.manual_seed(0)
-    plain = train(build_model(65, TINY), shakespeare, replace(config, cpu_amp=False), device="cpu",
-                  progress=False)
+    plain = train(
+        build_model(65, TINY),
+        shakespeare,
+        replace(config, cpu_amp=False),
+        device="cpu",
+        progress=False,
+    )
     assert plain.provenance["train_precision"] == "float32"
-    assert plain.train_loss != result.train_loss  # the switch really changes the arithmetic
+    assert (
+        plain.train_loss != result.train_loss
+    )  # the switch really changes the arithmetic
 
 
-def test_evaluation_follows_the_precision_flags(trained, shakespeare, monkeypatch):
-    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+def test_evaluation_follows_the_precision_flags(
+    trained, shakespeare, monkeypatch
+):
+    monkeypatch.setattr(
+        torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True
+    )
     model, _, _ = trained
     args = (model, shakespeare.val, 16, 4, 16)
     float32 = evaluate(*args, seed=3)
@@ -293,7 +428,9 @@ def test_evaluation_follows_the_precision_flags(trained, shakespeare, monkeypatc
     bf16 = evaluate(*args, seed=3, cpu_amp=True)
     assert bf16 != float32 and bf16 == pytest.approx(float32, abs=0.02)
     full = evaluate_sequential(model, shakespeare.val, 16, max_windows=32)
-    assert evaluate_sequential(model, shakespeare.val, 16, max_windows=32, cpu_amp=True) == pytest.approx(full, abs=0.02)
+    assert evaluate_sequential(
+        model, shakespeare.val, 16, max_windows=32, cpu_amp=True
+    ) == pytest.approx(full, abs=0.02)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,18 +444,33 @@ def test_weight_decay_only_on_matrices():
     optimizer = make_optimizer(model, config)
     decay, no_decay = optimizer.param_groups
     assert decay["weight_decay"] == 0.25 and no_decay["weight_decay"] == 0.0
-    assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() < 2 for p in no_decay["params"])
+    assert all(p.dim() >= 2 for p in decay["params"]) and all(
+        p.dim() < 2 for p in no_decay["params"]
+    )
     ids = lambda ps: {id(p) for p in ps}  # noqa: E731
-    assert ids(decay["params"]) | ids(no_decay["params"]) == ids(model.parameters())
+    assert ids(decay["params"]) | ids(no_decay["params"]) == ids(
+        model.parameters()
+    )
     assert not ids(decay["params"]) & ids(no_decay["params"])
     named = dict(model.named_parameters())
-    for name in ("token_embedding.weight", "head.weight", "positions.table.weight",
-                 "blocks.0.token_mixer.q_proj.weight"):
+    for name in (
+        "token_embedding.weight",
+        "head.weight",
+        "positions.table.weight",
+        "blocks.0.token_mixer.q_proj.weight",
+    ):
         assert id(named[name]) in ids(decay["params"]), name
-    for name in ("final_norm.weight", "final_norm.bias", "blocks.1.norm_1.weight",
-                 "blocks.0.token_mixer.q_proj.bias"):
+    for name in (
+        "final_norm.weight",
+        "final_norm.bias",
+        "blocks.1.norm_1.weight",
+        "blocks.0.token_mixer.q_proj.bias",
+    ):
         assert id(named[name]) in ids(no_decay["params"]), name
-    assert optimizer.defaults["lr"] == config.lr and optimizer.defaults["betas"] == config.betas
+    assert (
+        optimizer.defaults["lr"] == config.lr
+        and optimizer.defaults["betas"] == config.betas
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,32 +491,66 @@ def test_train_result_fields(trained):
     assert result.steps == [20, 40, 60]
     assert len(result.train_loss) == len(result.val_loss) == 3
     assert result.best_val_loss == min(result.val_loss)
-    assert result.best_val_bpc == pytest.approx(min(result.val_loss) / math.log(2), rel=1e-12)
+    assert result.best_val_bpc == pytest.approx(
+        min(result.val_loss) / math.log(2), rel=1e-12
+    )
     assert result.final_val_loss == result.val_loss[-1]
     assert result.tokens_per_s > 0 and result.wall_time_s > 0
-    assert result.parameters == model.num_parameters() == sum(p.numel() for p in model.parameters())
+    assert (
+        result.parameters
+        == model.num_parameters()
+        == sum(p.numel() for p in model.parameters())
+    )
     assert result.train_config == asdict(TINY.train)
-    assert result.model_config == ModelConfig(vocab_size=65, **TINY.model).to_dict()
-    assert result.provenance["profile"] == "tiny" and result.provenance["seeds"] == [TINY.train.seed]
+    assert (
+        result.model_config
+        == ModelConfig(vocab_size=65, **TINY.model).to_dict()
+    )
+    assert result.provenance["profile"] == "tiny" and result.provenance[
+        "seeds"
+    ] == [TINY.train.seed]
     assert not model.training  # train() leaves the model in eval mode
-    assert json.loads(json.dumps(result.to_dict()))["val_loss"] == result.val_loss
+    assert (
+        json.loads(json.dumps(result.to_dict()))["val_loss"] == result.val_loss
+    )
 
 
-def test_train_bookkeeping_with_scripted_validation_losses(shakespeare, monkeypatch):
+def test_train_bookkeeping_with_scripted_validation_losses(
+    shakespeare, monkeypatch
+):
     """best = min over the curve (not the last value), final = last, bpc = best / ln 2, and the
     validation is scored on the val split with the run's eval settings and seed + 1."""
     scripted = iter([3.0, 2.0, 2.5, 2.75])
     calls = []
 
-    def fake_evaluate(model, data, seq_len, batches, batch_size, seed=0, device=None, amp=True, cpu_amp=False):
+    def fake_evaluate(
+        model,
+        data,
+        seq_len,
+        batches,
+        batch_size,
+        seed=0,
+        device=None,
+        amp=True,
+        cpu_amp=False,
+    ):
         calls.append((data, seq_len, batches, batch_size, seed))
         return next(scripted)
 
     monkeypatch.setattr(train_module, "evaluate", fake_evaluate)
-    config = replace(TINY.train, steps=7, warmup_steps=2, eval_interval=2, eval_batches=3,
-                     eval_batch_size=5, seed=21)
+    config = replace(
+        TINY.train,
+        steps=7,
+        warmup_steps=2,
+        eval_interval=2,
+        eval_batches=3,
+        eval_batch_size=5,
+        seed=21,
+    )
     torch.manual_seed(0)
-    result = train_module.train(build_model(65, TINY), shakespeare, config, "cpu", progress=False)
+    result = train_module.train(
+        build_model(65, TINY), shakespeare, config, "cpu", progress=False
+    )
     assert result.steps == [2, 4, 6, 7]
     assert result.val_loss == [3.0, 2.0, 2.5, 2.75]
     assert result.best_val_loss == 2.0 and result.final_val_loss == 2.75
@@ -377,10 +563,21 @@ def test_train_bookkeeping_with_scripted_validation_losses(shakespeare, monkeypa
 
 
 def test_same_seed_is_bit_identical_and_other_seed_is_not(shakespeare):
-    short = replace(TINY, train=replace(TINY.train, steps=25, eval_interval=10, eval_batches=2))
-    runs = [run_profile(shakespeare, short, model_overrides=dict(dropout=0.1),
-                        train_overrides=dict(seed=seed), device="cpu", progress=False)
-            for seed in (11, 11, 12)]
+    short = replace(
+        TINY,
+        train=replace(TINY.train, steps=25, eval_interval=10, eval_batches=2),
+    )
+    runs = [
+        run_profile(
+            shakespeare,
+            short,
+            model_overrides=dict(dropout=0.1),
+            train_overrides=dict(seed=seed),
+            device="cpu",
+            progress=False,
+        )
+        for seed in (11, 11, 12)
+    ]
     (m1, r1), (m2, r2), (_, r3) = runs
     assert r1.steps == [10, 20, 25]  # the last step is always evaluated
     assert r1.train_loss == r2.train_loss and r1.val_loss == r2.val_loss
@@ -390,50 +587,93 @@ def test_same_seed_is_bit_identical_and_other_seed_is_not(shakespeare):
 
 
 def test_a_diverging_run_stops_naming_the_step_loss_and_lr(shakespeare):
-    config = replace(TINY.train, lr=1e10, warmup_steps=0, steps=20, eval_interval=10)
+    config = replace(
+        TINY.train, lr=1e10, warmup_steps=0, steps=20, eval_interval=10
+    )
     torch.manual_seed(0)
     seen = []
-    with pytest.raises(TrainingDiverged, match=r"training loss is nan at step \d+ of 20 \(learning rate .*\)") as info:
-        train(build_model(65, TINY), shakespeare, config, "cpu", progress=False, callback=seen.append)
-    assert "smaller lr" in str(info.value) and isinstance(info.value, RuntimeError)
+    with pytest.raises(
+        TrainingDiverged,
+        match=r"training loss is nan at step \d+ of 20 \(learning rate .*\)",
+    ) as info:
+        train(
+            build_model(65, TINY),
+            shakespeare,
+            config,
+            "cpu",
+            progress=False,
+            callback=seen.append,
+        )
+    assert "smaller lr" in str(info.value) and isinstance(
+        info.value, RuntimeError
+    )
     step = int(re.search(r"at step (\d+)", str(info.value)).group(1))
-    assert f"{lr_at(step - 1, config):.3g}" in str(info.value)  # the lr that step used
-    assert [s.step for s in seen] == list(range(step))  # no callback for the step that diverged
+    assert f"{lr_at(step - 1, config):.3g}" in str(
+        info.value
+    )  # the lr that step used
+    assert [s.step for s in seen] == list(
+        range(step)
+    )  # no callback for the step that diverged
 
 
 def test_a_non_finite_validation_loss_stops_the_run(shakespeare, monkeypatch):
     losses = iter([3.0, math.inf])
-    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: next(losses))
+    monkeypatch.setattr(
+        train_module, "evaluate", lambda *args, **kwargs: next(losses)
+    )
     config = replace(TINY.train, steps=4, warmup_steps=1, eval_interval=2)
     torch.manual_seed(0)
-    with pytest.raises(TrainingDiverged, match=r"validation loss is inf at step 4 of 4"):
-        train(build_model(65, TINY), shakespeare, config, "cpu", progress=False)
+    with pytest.raises(
+        TrainingDiverged, match=r"validation loss is inf at step 4 of 4"
+    ):
+        train(
+            build_model(65, TINY), shakespeare, config, "cpu", progress=False
+        )
 
 
-def test_callback_sees_the_model_before_training_and_after_every_step(shakespeare):
+def test_callback_sees_the_model_before_training_and_after_every_step(
+    shakespeare,
+):
     config = replace(TINY.train, steps=6, warmup_steps=2, eval_interval=3)
     torch.manual_seed(0)
     model = build_model(65, TINY)
     seen = []
 
     def callback(info: StepInfo) -> None:
-        seen.append((info.step, info.loss, info.lr, info.model.token_embedding.weight.detach().clone()))
+        seen.append(
+            (
+                info.step,
+                info.loss,
+                info.lr,
+                info.model.token_embedding.weight.detach().clone(),
+            )
+        )
 
     initial = model.token_embedding.weight.detach().clone()
-    result = train(model, shakespeare, config, "cpu", progress=False, callback=callback)
+    result = train(
+        model, shakespeare, config, "cpu", progress=False, callback=callback
+    )
     assert [step for step, *_ in seen] == list(range(7))
     assert seen[0][1:3] == (None, None) and torch.equal(seen[0][3], initial)
-    assert [lr for _, _, lr, _ in seen[1:]] == [lr_at(s, config) for s in range(6)]
+    assert [lr for _, _, lr, _ in seen[1:]] == [
+        lr_at(s, config) for s in range(6)
+    ]
     assert all(math.isfinite(loss) for _, loss, _, _ in seen[1:])
-    assert all(not torch.equal(a[3], b[3]) for a, b in zip(seen, seen[1:]))  # after each update
+    assert all(
+        not torch.equal(a[3], b[3]) for a, b in zip(seen, seen[1:])
+    )  # after each update
     assert torch.equal(seen[-1][3], model.token_embedding.weight)
     assert result.steps == [3, 6]
 
 
-def test_timings_count_training_steps_apart_from_evaluations(shakespeare, monkeypatch):
+def test_timings_count_training_steps_apart_from_evaluations(
+    shakespeare, monkeypatch
+):
     """A fake clock: each training step takes 1 s, each evaluation 100 s, each callback 1000 s."""
     now = [0.0]
-    monkeypatch.setattr(train_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(
+        train_module, "time", SimpleNamespace(perf_counter=lambda: now[0])
+    )
     real_evaluate = train_module.evaluate
 
     def slow_evaluate(*args, **kwargs):
@@ -447,8 +687,19 @@ def test_timings_count_training_steps_apart_from_evaluations(shakespeare, monkey
     config = replace(TINY.train, steps=6, warmup_steps=2, eval_interval=3)
     torch.manual_seed(0)
     model = build_model(65, TINY)
-    model.register_forward_pre_hook(lambda module, args: now.__setitem__(0, now[0] + 1.0) if module.training else None)
-    result = train(model, shakespeare, config, "cpu", progress=False, callback=slow_callback)
+    model.register_forward_pre_hook(
+        lambda module, args: (
+            now.__setitem__(0, now[0] + 1.0) if module.training else None
+        )
+    )
+    result = train(
+        model,
+        shakespeare,
+        config,
+        "cpu",
+        progress=False,
+        callback=slow_callback,
+    )
     assert result.train_time_s == 6.0 and result.compile_time_s == 0.0
     assert result.eval_time_s == 200.0
     assert result.wall_time_s == 6.0 + 200.0 + 7 * 1000.0  # everything
@@ -458,15 +709,35 @@ def test_timings_count_training_steps_apart_from_evaluations(shakespeare, monkey
 def test_a_compiled_run_times_its_first_step_apart(shakespeare, monkeypatch):
     # Dynamo with the eager backend: torch.compile's tracing, without the seconds of code generation.
     compile = torch.compile
-    monkeypatch.setattr(train_module.torch, "compile", lambda model: compile(model, backend="eager"))
-    config = replace(TINY.train, steps=4, warmup_steps=1, eval_interval=4, compile=True)
+    monkeypatch.setattr(
+        train_module.torch,
+        "compile",
+        lambda model: compile(model, backend="eager"),
+    )
+    config = replace(
+        TINY.train, steps=4, warmup_steps=1, eval_interval=4, compile=True
+    )
     torch.manual_seed(0)
     seen = []
-    result = train(build_model(65, TINY), shakespeare, config, "cpu", progress=False, callback=seen.append)
-    assert [info.step for info in seen] == list(range(5))  # the callback runs with a compiled step too
+    result = train(
+        build_model(65, TINY),
+        shakespeare,
+        config,
+        "cpu",
+        progress=False,
+        callback=seen.append,
+    )
+    assert [info.step for info in seen] == list(
+        range(5)
+    )  # the callback runs with a compiled step too
     assert result.compile_time_s > 0 and result.train_time_s > 0
-    assert result.tokens_per_s == pytest.approx(3 * config.batch_size * config.seq_len / result.train_time_s)
-    assert result.wall_time_s >= result.compile_time_s + result.train_time_s + result.eval_time_s
+    assert result.tokens_per_s == pytest.approx(
+        3 * config.batch_size * config.seq_len / result.train_time_s
+    )
+    assert (
+        result.wall_time_s
+        >= result.compile_time_s + result.train_time_s + result.eval_time_s
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,7 +746,9 @@ def test_a_compiled_run_times_its_first_step_apart(shakespeare, monkeypatch):
 
 def test_evaluate_is_seeded_and_scores_the_seeded_windows(shakespeare):
     torch.manual_seed(0)
-    model = build_model(65, TINY, dropout=0.5).train()  # evaluate must switch dropout off
+    model = build_model(
+        65, TINY, dropout=0.5
+    ).train()  # evaluate must switch dropout off
     a = evaluate(model, shakespeare.val, 16, 3, 8, seed=5)
     b = evaluate(model, shakespeare.val, 16, 3, 8, seed=5)
     c = evaluate(model, shakespeare.val, 16, 3, 8, seed=6)
@@ -484,12 +757,19 @@ def test_evaluate_is_seeded_and_scores_the_seeded_windows(shakespeare):
     generator = torch.Generator().manual_seed(5)
     model.eval()
     with torch.no_grad():
-        losses = [model(*random_batch(shakespeare.val, 8, 16, generator))[1].item() for _ in range(3)]
+        losses = [
+            model(*random_batch(shakespeare.val, 8, 16, generator))[1].item()
+            for _ in range(3)
+        ]
     assert a == pytest.approx(sum(losses) / 3, abs=1e-6)
 
 
-@pytest.mark.parametrize("batch_size, max_windows", [(5, None), (64, None), (4, 7)])
-def test_evaluate_sequential_equals_hand_loop(shakespeare, batch_size, max_windows):
+@pytest.mark.parametrize(
+    "batch_size, max_windows", [(5, None), (64, None), (4, 7)]
+)
+def test_evaluate_sequential_equals_hand_loop(
+    shakespeare, batch_size, max_windows
+):
     torch.manual_seed(0)
     model = build_model(65, TINY).eval()
     data = shakespeare.val[:1000]
@@ -498,20 +778,28 @@ def test_evaluate_sequential_equals_hand_loop(shakespeare, batch_size, max_windo
     total = 0.0
     with torch.no_grad():
         for w in range(n_windows):
-            x = data[w * seq_len:(w + 1) * seq_len][None]
-            y = data[w * seq_len + 1:(w + 1) * seq_len + 1][None]
+            x = data[w * seq_len : (w + 1) * seq_len][None]
+            y = data[w * seq_len + 1 : (w + 1) * seq_len + 1][None]
             logits, _ = model(x)
             total += F.cross_entropy(logits[0], y[0], reduction="sum").item()
     expected = total / (n_windows * seq_len)
-    got = evaluate_sequential(model, data, seq_len, batch_size=batch_size, max_windows=max_windows)
+    got = evaluate_sequential(
+        model, data, seq_len, batch_size=batch_size, max_windows=max_windows
+    )
     assert got == pytest.approx(expected, abs=1e-5)
 
 
 def test_sample_is_seeded(trained, shakespeare):
     model, _, _ = trained
-    a = sample(model, shakespeare, prompt="ROMEO:\n", max_new_tokens=80, seed=3)
-    b = sample(model, shakespeare, prompt="ROMEO:\n", max_new_tokens=80, seed=3)
-    c = sample(model, shakespeare, prompt="ROMEO:\n", max_new_tokens=80, seed=4)
+    a = sample(
+        model, shakespeare, prompt="ROMEO:\n", max_new_tokens=80, seed=3
+    )
+    b = sample(
+        model, shakespeare, prompt="ROMEO:\n", max_new_tokens=80, seed=3
+    )
+    c = sample(
+        model, shakespeare, prompt="ROMEO:\n", max_new_tokens=80, seed=4
+    )
     assert a == b and a != c
     assert a.startswith("ROMEO:\n") and len(a) == len("ROMEO:\n") + 80
     assert set(a) <= set(shakespeare.tokenizer.chars)
@@ -524,12 +812,18 @@ def test_sample_is_seeded(trained, shakespeare):
 
 
 def test_save_and_load_results_round_trip(tmp_path):
-    results = {"experiment": "demo", "losses": [4.17, 3.2, 2.5], "nested": {"bpc": 1.5, "ok": True}}
+    results = {
+        "experiment": "demo",
+        "losses": [4.17, 3.2, 2.5],
+        "nested": {"bpc": 1.5, "ok": True},
+    }
     path = save_results("demo", "cpu", results, tmp_path / "results")
     assert path == tmp_path / "results" / "demo-cpu.json"
     assert json.loads(path.read_text()) == results
     assert load_results("demo", tmp_path / "results") == results
-    assert [p.name for p in (tmp_path / "results").iterdir()] == ["demo-cpu.json"]  # no temporary file left
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [
+        "demo-cpu.json"
+    ]  # no temporary file left
 
 
 def test_load_results_prefers_gpu_then_cpu_then_smoke(tmp_path):
@@ -541,27 +835,51 @@ def test_load_results_prefers_gpu_then_cpu_then_smoke(tmp_path):
     (tmp_path / "demo-cpu.json").unlink()
     assert load_results("demo", tmp_path) == {"profile": "smoke"}
     save_results("demo", "gpu", {"profile": "gpu"}, tmp_path)
-    assert load_results("demo", tmp_path, profiles=("smoke",)) == {"profile": "smoke"}
+    assert load_results("demo", tmp_path, profiles=("smoke",)) == {
+        "profile": "smoke"
+    }
 
 
 def test_load_results_missing_names_the_command(tmp_path):
-    save_results("other", "gpu", {}, tmp_path)  # another experiment's file is no help
-    with pytest.raises(FileNotFoundError, match=re.escape("python -m mixers.experiments.demo --profile cpu")) as info:
+    save_results(
+        "other", "gpu", {}, tmp_path
+    )  # another experiment's file is no help
+    with pytest.raises(
+        FileNotFoundError,
+        match=re.escape("python -m mixers.experiments.demo --profile cpu"),
+    ) as info:
         load_results("demo", tmp_path)
     assert str(tmp_path) in str(info.value)
 
 
-def test_committed_results_are_read_from_book_results_and_old_files_still_load(monkeypatch):
+def test_committed_results_are_read_from_book_results_and_old_files_still_load(
+    monkeypatch,
+):
     monkeypatch.delenv("MIXERS_RESULTS", raising=False)
     assert results_dir() == ROOT / "book" / "results"
-    committed = load_results("baseline")  # saved before train_time_s and the others existed
-    assert committed == json.loads((ROOT / "book" / "results" / "baseline-cpu.json").read_text())
-    assert committed["result"]["tokens_per_s"] > 0 and committed["provenance"]["wall_time_s"] > 0
-    assert experiments.load_results is load_results and experiments.PROFILE_ORDER == ("gpu", "cpu", "smoke")
-    assert experiments.results_path("baseline", "cpu") == ROOT / "book" / "results" / "baseline-cpu.json"
+    committed = load_results(
+        "baseline"
+    )  # saved before train_time_s and the others existed
+    assert committed == json.loads(
+        (ROOT / "book" / "results" / "baseline-cpu.json").read_text()
+    )
+    assert (
+        committed["result"]["tokens_per_s"] > 0
+        and committed["provenance"]["wall_time_s"] > 0
+    )
+    assert (
+        experiments.load_results is load_results
+        and experiments.PROFILE_ORDER == ("gpu", "cpu", "smoke")
+    )
+    assert (
+        experiments.results_path("baseline", "cpu")
+        == ROOT / "book" / "results" / "baseline-cpu.json"
+    )
 
 
-def test_results_dir_honours_environment_and_runs_go_elsewhere(tmp_path, monkeypatch):
+def test_results_dir_honours_environment_and_runs_go_elsewhere(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("MIXERS_RESULTS", str(tmp_path / "elsewhere"))
     assert results_dir() == tmp_path / "elsewhere"
     save_results("demo", "smoke", {"x": 1}, tmp_path / "elsewhere")
@@ -569,12 +887,19 @@ def test_results_dir_honours_environment_and_runs_go_elsewhere(tmp_path, monkeyp
     # By default a run writes to runs/ at the checkout's root, which git ignores.
     assert runs_dir() == ROOT / "runs"
     monkeypatch.setattr(results_module, "runs_dir", lambda: tmp_path / "runs")
-    assert save_results("demo", "smoke", {"x": 2}) == tmp_path / "runs" / "demo-smoke.json"
+    assert (
+        save_results("demo", "smoke", {"x": 2})
+        == tmp_path / "runs" / "demo-smoke.json"
+    )
 
 
 def test_the_runs_folder_is_ignored_by_git():
     try:
-        out = subprocess.run(["git", "check-ignore", "-q", "runs/baseline-cpu.json"], cwd=ROOT, timeout=10)
+        out = subprocess.run(
+            ["git", "check-ignore", "-q", "runs/baseline-cpu.json"],
+            cwd=ROOT,
+            timeout=10,
+        )
     except OSError:
         pytest.skip("no git")
     if out.returncode == 128:
@@ -585,14 +910,29 @@ def test_the_runs_folder_is_ignored_by_git():
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_non_finite_numbers_are_refused_with_their_path(tmp_path, bad):
     save_results("demo", "cpu", {"ok": 1.0}, tmp_path)
-    results = {"provenance": {}, "runs": [{"result": {"best_val_loss": 1.5}}, {"result": {"best_val_loss": bad}}]}
-    with pytest.raises(ValueError, match=re.escape(f"results['runs'][1]['result']['best_val_loss'] = {bad}")):
+    results = {
+        "provenance": {},
+        "runs": [
+            {"result": {"best_val_loss": 1.5}},
+            {"result": {"best_val_loss": bad}},
+        ],
+    }
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"results['runs'][1]['result']['best_val_loss'] = {bad}"
+        ),
+    ):
         save_results("demo", "cpu", results, tmp_path)
-    assert load_results("demo", tmp_path) == {"ok": 1.0}  # the previous file is untouched
+    assert load_results("demo", tmp_path) == {
+        "ok": 1.0
+    }  # the previous file is untouched
     assert len(list(tmp_path.iterdir())) == 1
 
 
-def test_an_interrupted_write_leaves_the_previous_file_whole(tmp_path, monkeypatch):
+def test_an_interrupted_write_leaves_the_previous_file_whole(
+    tmp_path, monkeypatch
+):
     save_results("demo", "cpu", {"version": 1}, tmp_path)
 
     def crash(src, dst):
@@ -602,11 +942,16 @@ def test_an_interrupted_write_leaves_the_previous_file_whole(tmp_path, monkeypat
     with pytest.raises(KeyboardInterrupt):
         save_results("demo", "cpu", {"version": 2}, tmp_path)
     assert load_results("demo", tmp_path) == {"version": 1}
-    assert [p.name for p in tmp_path.iterdir()] == ["demo-cpu.json"]  # and no temporary file
+    assert [p.name for p in tmp_path.iterdir()] == [
+        "demo-cpu.json"
+    ]  # and no temporary file
 
 
 def test_writable_dir_makes_missing_folders_and_refuses_files(tmp_path):
-    assert writable_dir(tmp_path / "a" / "b") == tmp_path / "a" / "b" and (tmp_path / "a" / "b").is_dir()
+    assert (
+        writable_dir(tmp_path / "a" / "b") == tmp_path / "a" / "b"
+        and (tmp_path / "a" / "b").is_dir()
+    )
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="is not a directory"):
         writable_dir(tmp_path / "file")
@@ -615,16 +960,28 @@ def test_writable_dir_makes_missing_folders_and_refuses_files(tmp_path):
 
 
 def test_saved_results_put_their_provenance_first(tmp_path):
-    save_results("demo", "cpu", {"runs": [1, 2], "provenance": {"profile": "cpu", "torch": "x"}}, tmp_path)
+    save_results(
+        "demo",
+        "cpu",
+        {"runs": [1, 2], "provenance": {"profile": "cpu", "torch": "x"}},
+        tmp_path,
+    )
     text = (tmp_path / "demo-cpu.json").read_text()
     assert text.index('"provenance"') < text.index('"runs"')
-    assert load_results("demo", tmp_path) == {"provenance": {"profile": "cpu", "torch": "x"}, "runs": [1, 2]}
+    assert load_results("demo", tmp_path) == {
+        "provenance": {"profile": "cpu", "torch": "x"},
+        "runs": [1, 2],
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # The command lines: checked as they are parsed, before anything runs.
 
-DURATIONS = {"smoke": "seconds", "cpu": "about 5 minutes on two CPU cores", "gpu": "minutes"}
+DURATIONS = {
+    "smoke": "seconds",
+    "cpu": "about 5 minutes on two CPU cores",
+    "gpu": "minutes",
+}
 
 
 def _never(*args, **kwargs):
@@ -638,10 +995,23 @@ def test_command_line_writes_results(tmp_path, monkeypatch, capsys):
         calls.append((profile, progress))
         return {"profile": profile}
 
-    monkeypatch.setattr(sys, "argv", ["demo", "--profile", "smoke", "--out", str(tmp_path), "--no-progress"])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "demo",
+            "--profile",
+            "smoke",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ],
+    )
     experiments.main("demo", run, "a demo", DURATIONS)
     assert calls == [("smoke", False)]
-    assert json.loads((tmp_path / "demo-smoke.json").read_text()) == {"profile": "smoke"}
+    assert json.loads((tmp_path / "demo-smoke.json").read_text()) == {
+        "profile": "smoke"
+    }
     assert str(tmp_path / "demo-smoke.json") in capsys.readouterr().out
 
     monkeypatch.setenv("MIXERS_PROFILE", "cpu")
@@ -651,28 +1021,45 @@ def test_command_line_writes_results(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "demo-cpu.json").is_file()
 
 
-def test_command_line_writes_to_the_runs_folder_by_default(tmp_path, monkeypatch):
+def test_command_line_writes_to_the_runs_folder_by_default(
+    tmp_path, monkeypatch
+):
     monkeypatch.setattr(experiments, "runs_dir", lambda: tmp_path / "runs")
     monkeypatch.setattr(sys, "argv", ["demo", "--profile", "smoke"])
-    experiments.main("demo", lambda profile, progress: {"x": 1}, "a demo", DURATIONS)
-    assert json.loads((tmp_path / "runs" / "demo-smoke.json").read_text()) == {"x": 1}
+    experiments.main(
+        "demo", lambda profile, progress: {"x": 1}, "a demo", DURATIONS
+    )
+    assert json.loads((tmp_path / "runs" / "demo-smoke.json").read_text()) == {
+        "x": 1
+    }
 
 
-def test_help_says_where_results_go_and_how_long_profiles_take(monkeypatch, capsys):
+def test_help_says_where_results_go_and_how_long_profiles_take(
+    monkeypatch, capsys
+):
     monkeypatch.setattr(sys, "argv", ["demo", "--help"])
     with pytest.raises(SystemExit) as info:
         experiments.main("demo", _never, "a demo", DURATIONS)
     assert info.value.code == 0
     text = capsys.readouterr().out
-    assert "runs" in text and "--out book/results" in text and "about 5 minutes on two CPU cores" in text
+    assert (
+        "runs" in text
+        and "--out book/results" in text
+        and "about 5 minutes on two CPU cores" in text
+    )
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--out", "FILE"], "is not a directory"),
-    (["--out", "FILE/below"], "cannot write results"),
-    (["--profile", "huge"], "invalid choice"),
-])
-def test_command_line_refuses_a_bad_argument_before_running(tmp_path, monkeypatch, capsys, argv, message):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--out", "FILE"], "is not a directory"),
+        (["--out", "FILE/below"], "cannot write results"),
+        (["--profile", "huge"], "invalid choice"),
+    ],
+)
+def test_command_line_refuses_a_bad_argument_before_running(
+    tmp_path, monkeypatch, capsys, argv, message
+):
     (tmp_path / "FILE").write_text("x")
     argv = [arg.replace("FILE", str(tmp_path / "FILE")) for arg in argv]
     monkeypatch.setattr(sys, "argv", ["demo", *argv])
@@ -686,19 +1073,40 @@ def test_a_bad_mixers_profile_is_a_usage_error(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["demo", "--out", str(tmp_path)])
     with pytest.raises(SystemExit) as info:
         experiments.main("demo", _never, "a demo", DURATIONS)
-    assert info.value.code == 2 and "MIXERS_PROFILE must be one of" in capsys.readouterr().err
+    assert (
+        info.value.code == 2
+        and "MIXERS_PROFILE must be one of" in capsys.readouterr().err
+    )
 
 
-@pytest.mark.parametrize("argv", [["--repeats", "0"], ["--repeats", "-2"], ["--lengths", "64", "0"],
-                                  ["--lengths", "-16"], ["--lengths", "x"]])
-def test_alibi_bench_refuses_bad_numbers_before_compiling(tmp_path, monkeypatch, capsys, argv):
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--repeats", "0"],
+        ["--repeats", "-2"],
+        ["--lengths", "64", "0"],
+        ["--lengths", "-16"],
+        ["--lengths", "x"],
+    ],
+)
+def test_alibi_bench_refuses_bad_numbers_before_compiling(
+    tmp_path, monkeypatch, capsys, argv
+):
     from mixers.bench import alibi as bench
 
     monkeypatch.setattr(bench, "run", _never)
-    monkeypatch.setattr(sys, "argv", ["bench", "--profile", "smoke", "--out", str(tmp_path), *argv])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["bench", "--profile", "smoke", "--out", str(tmp_path), *argv],
+    )
     with pytest.raises(SystemExit) as info:
         bench.main()
-    assert info.value.code == 2 and f"argument {argv[0]}: must be a positive integer" in capsys.readouterr().err
+    assert (
+        info.value.code == 2
+        and f"argument {argv[0]}: must be a positive integer"
+        in capsys.readouterr().err
+    )
 
 
 def test_alibi_bench_run_refuses_bad_numbers_too():
@@ -709,13 +1117,19 @@ def test_alibi_bench_run_refuses_bad_numbers_too():
             bench.run("smoke", lengths=lengths, repeats=repeats)
 
 
-def test_benchmarks_check_their_output_folder_before_running(tmp_path, monkeypatch, capsys):
+def test_benchmarks_check_their_output_folder_before_running(
+    tmp_path, monkeypatch, capsys
+):
     from mixers.bench import alibi, cpu_precision
 
     (tmp_path / "file").write_text("x")
     for module in (alibi, cpu_precision):
         monkeypatch.setattr(module, "run", _never)
-        monkeypatch.setattr(sys, "argv", ["bench", "--profile", "smoke", "--out", str(tmp_path / "file")])
+        monkeypatch.setattr(
+            sys,
+            "argv",
+            ["bench", "--profile", "smoke", "--out", str(tmp_path / "file")],
+        )
         with pytest.raises(SystemExit):
             module.main()
         assert "is not a directory" in capsys.readouterr().err
@@ -734,13 +1148,27 @@ def test_baseline_run_produces_results_with_provenance(monkeypatch):
     results = baseline.run("tiny", progress=False)
     assert results["experiment"] == "baseline"
     assert results["full_val_loss"] < LN_VOCAB - 0.5
-    assert results["full_val_bpc"] == pytest.approx(results["full_val_loss"] / math.log(2), rel=1e-12)
-    assert results["sample"].startswith("ROMEO:\n") and len(results["sample"]) == len("ROMEO:\n") + 400
+    assert results["full_val_bpc"] == pytest.approx(
+        results["full_val_loss"] / math.log(2), rel=1e-12
+    )
+    assert (
+        results["sample"].startswith("ROMEO:\n")
+        and len(results["sample"]) == len("ROMEO:\n") + 400
+    )
     assert results["result"]["steps"] == [20, 40, 60]
     prov = results["provenance"]
-    assert prov["profile"] == "tiny" and prov["wall_time_s"] > 0 and prov["seeds"] == [TINY.train.seed]
-    written = json.loads(results_module.to_json(results))  # what save_results writes must read back
-    assert written["full_val_loss"] == results["full_val_loss"] and written["sample"] == results["sample"]
+    assert (
+        prov["profile"] == "tiny"
+        and prov["wall_time_s"] > 0
+        and prov["seeds"] == [TINY.train.seed]
+    )
+    written = json.loads(
+        results_module.to_json(results)
+    )  # what save_results writes must read back
+    assert (
+        written["full_val_loss"] == results["full_val_loss"]
+        and written["sample"] == results["sample"]
+    )
     assert written["result"]["val_loss"] == results["result"]["val_loss"]
 
 
@@ -749,7 +1177,10 @@ def test_profile_settings_names_the_profiles():
 
     table = {"smoke": {"steps": 1}, "cpu": {"steps": 9}}
     assert profile_settings("cpu", table) == {"steps": 9}
-    with pytest.raises(ValueError, match=r"profile must be one of \['cpu', 'smoke'\], got 'gpu'"):
+    with pytest.raises(
+        ValueError,
+        match=r"profile must be one of \['cpu', 'smoke'\], got 'gpu'",
+    ):
         profile_settings("gpu", table)
 
 
@@ -770,7 +1201,9 @@ def test_cpu_threads_sets_and_restores_the_thread_count():
 
 
 def test_train_config_refuses_a_non_integer_count_with_a_type_error():
-    with pytest.raises(TypeError, match=r"^steps must be a positive int, got 1.5"):
+    with pytest.raises(
+        TypeError, match=r"^steps must be a positive int, got 1.5"
+    ):
         TrainConfig(steps=1.5)
 
 
@@ -781,32 +1214,47 @@ def test_train_config_refuses_a_non_integer_count_with_a_type_error():
 NAN, INF = float("nan"), float("inf")
 
 
-@pytest.mark.parametrize("overrides, error, match", [
-    (dict(grad_clip=NAN), ValueError, "grad_clip must be a non-negative finite float, got nan"),
-    (dict(grad_clip=INF), ValueError, "grad_clip"),
-    (dict(grad_clip="1"), TypeError, "grad_clip"),
-    (dict(lr=NAN), ValueError, "lr must be a positive finite float"),
-    (dict(lr=INF), ValueError, "lr"),
-    (dict(lr="1e-3"), TypeError, "lr"),
-    (dict(min_lr_ratio=NAN), ValueError, r"min_lr_ratio must be a float in \[0, 1\]"),
-    (dict(weight_decay=NAN), ValueError, "weight_decay"),
-    (dict(weight_decay=INF), ValueError, "weight_decay"),
-    (dict(betas=(0.9, NAN)), ValueError, r"betas\[1\] must be a float in \[0, 1\)"),
-    (dict(betas=(-0.1, 0.99)), ValueError, r"betas\[0\]"),
-    (dict(betas=("0.9", 0.99)), TypeError, r"betas\[0\]"),
-    (dict(betas=(0.9,)), ValueError, "betas must be two floats"),
-    (dict(betas="ab"), ValueError, "betas must be two floats"),
-    (dict(betas=0.9), ValueError, "betas must be two floats"),
-    (dict(warmup_steps=2.5), TypeError, "warmup_steps"),
-    (dict(warmup_steps=True), TypeError, "warmup_steps"),
-    (dict(eval_batch_size=True), TypeError, "eval_batch_size"),
-    (dict(eval_batch_size=-2), ValueError, "eval_batch_size"),
-    (dict(seed=-1), ValueError, "seed must be a non-negative int"),
-    (dict(seed=1.5), TypeError, "seed"),
-    (dict(compile="no"), TypeError, "compile must be a bool"),
-    (dict(amp=1), TypeError, "amp must be a bool"),
-    (dict(cpu_amp=None), TypeError, "cpu_amp must be a bool"),
-])
+@pytest.mark.parametrize(
+    "overrides, error, match",
+    [
+        (
+            dict(grad_clip=NAN),
+            ValueError,
+            "grad_clip must be a non-negative finite float, got nan",
+        ),
+        (dict(grad_clip=INF), ValueError, "grad_clip"),
+        (dict(grad_clip="1"), TypeError, "grad_clip"),
+        (dict(lr=NAN), ValueError, "lr must be a positive finite float"),
+        (dict(lr=INF), ValueError, "lr"),
+        (dict(lr="1e-3"), TypeError, "lr"),
+        (
+            dict(min_lr_ratio=NAN),
+            ValueError,
+            r"min_lr_ratio must be a float in \[0, 1\]",
+        ),
+        (dict(weight_decay=NAN), ValueError, "weight_decay"),
+        (dict(weight_decay=INF), ValueError, "weight_decay"),
+        (
+            dict(betas=(0.9, NAN)),
+            ValueError,
+            r"betas\[1\] must be a float in \[0, 1\)",
+        ),
+        (dict(betas=(-0.1, 0.99)), ValueError, r"betas\[0\]"),
+        (dict(betas=("0.9", 0.99)), TypeError, r"betas\[0\]"),
+        (dict(betas=(0.9,)), ValueError, "betas must be two floats"),
+        (dict(betas="ab"), ValueError, "betas must be two floats"),
+        (dict(betas=0.9), ValueError, "betas must be two floats"),
+        (dict(warmup_steps=2.5), TypeError, "warmup_steps"),
+        (dict(warmup_steps=True), TypeError, "warmup_steps"),
+        (dict(eval_batch_size=True), TypeError, "eval_batch_size"),
+        (dict(eval_batch_size=-2), ValueError, "eval_batch_size"),
+        (dict(seed=-1), ValueError, "seed must be a non-negative int"),
+        (dict(seed=1.5), TypeError, "seed"),
+        (dict(compile="no"), TypeError, "compile must be a bool"),
+        (dict(amp=1), TypeError, "amp must be a bool"),
+        (dict(cpu_amp=None), TypeError, "cpu_amp must be a bool"),
+    ],
+)
 def test_train_config_checks_every_field(overrides, error, match):
     with pytest.raises(error, match=match):
         TrainConfig(**overrides)
@@ -818,62 +1266,174 @@ def test_train_config_accepts_betas_as_a_list_from_json():
     assert TrainConfig(betas=[0.9, 0.95]).betas == [0.9, 0.95]
 
 
-@pytest.mark.parametrize("make, error, match", [
-    (lambda: Profile("", {}, TrainConfig()), TypeError, "name must be a non-empty str"),
-    (lambda: Profile("p", [("d_model", 8)], TrainConfig()), TypeError, "model must be a dict"),
-    (lambda: Profile("p", {"vocab_size": 65}, TrainConfig()), TypeError, "without vocab_size"),
-    (lambda: Profile("p", {}, {"steps": 5}), TypeError, "train must be a TrainConfig"),
-])
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        (
+            lambda: Profile("", {}, TrainConfig()),
+            TypeError,
+            "name must be a non-empty str",
+        ),
+        (
+            lambda: Profile("p", [("d_model", 8)], TrainConfig()),
+            TypeError,
+            "model must be a dict",
+        ),
+        (
+            lambda: Profile("p", {"vocab_size": 65}, TrainConfig()),
+            TypeError,
+            "without vocab_size",
+        ),
+        (
+            lambda: Profile("p", {}, {"steps": 5}),
+            TypeError,
+            "train must be a TrainConfig",
+        ),
+    ],
+)
 def test_profile_fields_are_checked(make, error, match):
     with pytest.raises(error, match=match):
         make()
 
 
-@pytest.mark.parametrize("step, error", [(-1, ValueError), (NAN, ValueError), ("3", TypeError), (None, TypeError)])
+@pytest.mark.parametrize(
+    "step, error",
+    [(-1, ValueError), (NAN, ValueError), ("3", TypeError), (None, TypeError)],
+)
 def test_lr_at_refuses_a_bad_step(step, error):
-    with pytest.raises(error, match="step must be a non-negative finite float"):
+    with pytest.raises(
+        error, match="step must be a non-negative finite float"
+    ):
         lr_at(step, TrainConfig(steps=100, warmup_steps=10))
 
 
-def test_a_model_smaller_than_the_dataset_s_vocabulary_is_refused_before_training(shakespeare):
+def test_a_model_smaller_than_the_dataset_s_vocabulary_is_refused_before_training(
+    shakespeare,
+):
     small = build_model(40, TINY)  # Tiny Shakespeare has 65 characters
-    config = replace(TINY.train, steps=2, warmup_steps=1, eval_interval=1, eval_batches=1)
-    with pytest.raises(ValueError, match=r"the dataset has 65 characters but the model's vocab_size=40"):
+    config = replace(
+        TINY.train, steps=2, warmup_steps=1, eval_interval=1, eval_batches=1
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"the dataset has 65 characters but the model's vocab_size=40",
+    ):
         train(small, shakespeare, config, "cpu", progress=False)
     with pytest.raises(ValueError, match="vocab_size=40"):
         sample(small, shakespeare, max_new_tokens=1)
-    with pytest.raises(ValueError, match=r"idx holds token ids .* \(vocab_size=40\)"):
+    with pytest.raises(
+        ValueError, match=r"idx holds token ids .* \(vocab_size=40\)"
+    ):
         evaluate(small, shakespeare.val, 16, 1, 2)
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda m, d: train(m, d, {"steps": 2}, "cpu", progress=False), TypeError, "config must be a TrainConfig"),
-    (lambda m, d: train(m, d, TINY.train, "cpu", progress="no"), TypeError, "progress must be a bool"),
-    (lambda m, d: train(m, d, TINY.train, "cpu", progress=False, callback=3), TypeError, "callback"),
-    (lambda m, d: train(m, d.train, TINY.train, "cpu", progress=False), TypeError, "dataset must be a CharDataset"),
-    (lambda m, d: sample(m, d, prompt=""), ValueError, "prompt must be a non-empty str"),
-    (lambda m, d: sample(m, d, max_new_tokens=-1), ValueError, "max_new_tokens"),
-    (lambda m, d: sample(m, d, temperature=NAN), ValueError, "temperature"),
-    (lambda m, d: sample(m, d, top_k=0), ValueError, "top_k"),
-    (lambda m, d: sample(m, d, seed=-2), ValueError, "seed"),
-    (lambda m, d: evaluate(m, d.val, 16, 0, 2), ValueError, "batches must be a positive int"),
-    (lambda m, d: evaluate(m, d.val, 16, -1, 2), ValueError, "batches"),
-    (lambda m, d: evaluate(m, d.val, 16, 1, 2, seed=1.5), TypeError, "seed"),
-    (lambda m, d: evaluate(m, d.val, 16, 1, 2, amp="no"), TypeError, "amp must be a bool"),
-    (lambda m, d: evaluate_sequential(m, d.val[:100], 16, cpu_amp=1), TypeError, "cpu_amp must be a bool"),
-    (lambda m, d: train(m, d, TINY.train, "cpu", profile=None, progress=False), TypeError, "profile must be a str"),
-    (lambda m, d: train(m, d, TINY.train, "cpu", progress=False, description=3), TypeError, "description"),
-    (lambda m, d: build_model(65, "smoke"), TypeError, "profile must be a Profile"),
-    (lambda m, d: run_profile(d, TINY, model_overrides=[("d_model", 8)]), TypeError, "model_overrides"),
-    (lambda m, d: uses_bf16(torch.device("cpu"), amp="no"), TypeError, "amp"),
-])
-def test_train_and_evaluation_arguments_are_checked(shakespeare, call, error, match):
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (
+            lambda m, d: train(m, d, {"steps": 2}, "cpu", progress=False),
+            TypeError,
+            "config must be a TrainConfig",
+        ),
+        (
+            lambda m, d: train(m, d, TINY.train, "cpu", progress="no"),
+            TypeError,
+            "progress must be a bool",
+        ),
+        (
+            lambda m, d: train(
+                m, d, TINY.train, "cpu", progress=False, callback=3
+            ),
+            TypeError,
+            "callback",
+        ),
+        (
+            lambda m, d: train(m, d.train, TINY.train, "cpu", progress=False),
+            TypeError,
+            "dataset must be a CharDataset",
+        ),
+        (
+            lambda m, d: sample(m, d, prompt=""),
+            ValueError,
+            "prompt must be a non-empty str",
+        ),
+        (
+            lambda m, d: sample(m, d, max_new_tokens=-1),
+            ValueError,
+            "max_new_tokens",
+        ),
+        (
+            lambda m, d: sample(m, d, temperature=NAN),
+            ValueError,
+            "temperature",
+        ),
+        (lambda m, d: sample(m, d, top_k=0), ValueError, "top_k"),
+        (lambda m, d: sample(m, d, seed=-2), ValueError, "seed"),
+        (
+            lambda m, d: evaluate(m, d.val, 16, 0, 2),
+            ValueError,
+            "batches must be a positive int",
+        ),
+        (lambda m, d: evaluate(m, d.val, 16, -1, 2), ValueError, "batches"),
+        (
+            lambda m, d: evaluate(m, d.val, 16, 1, 2, seed=1.5),
+            TypeError,
+            "seed",
+        ),
+        (
+            lambda m, d: evaluate(m, d.val, 16, 1, 2, amp="no"),
+            TypeError,
+            "amp must be a bool",
+        ),
+        (
+            lambda m, d: evaluate_sequential(m, d.val[:100], 16, cpu_amp=1),
+            TypeError,
+            "cpu_amp must be a bool",
+        ),
+        (
+            lambda m, d: train(
+                m, d, TINY.train, "cpu", profile=None, progress=False
+            ),
+            TypeError,
+            "profile must be a str",
+        ),
+        (
+            lambda m, d: train(
+                m, d, TINY.train, "cpu", progress=False, description=3
+            ),
+            TypeError,
+            "description",
+        ),
+        (
+            lambda m, d: build_model(65, "smoke"),
+            TypeError,
+            "profile must be a Profile",
+        ),
+        (
+            lambda m, d: run_profile(
+                d, TINY, model_overrides=[("d_model", 8)]
+            ),
+            TypeError,
+            "model_overrides",
+        ),
+        (
+            lambda m, d: uses_bf16(torch.device("cpu"), amp="no"),
+            TypeError,
+            "amp",
+        ),
+    ],
+)
+def test_train_and_evaluation_arguments_are_checked(
+    shakespeare, call, error, match
+):
     """evaluate(batches=-1) returned -0.0 as a loss; the others failed deep inside or not at all."""
     with pytest.raises(error, match=match):
         call(build_model(65, TINY), shakespeare)
 
 
-def test_the_step_loop_never_reads_a_tensor_back_between_evaluations(shakespeare, monkeypatch):
+def test_the_step_loop_never_reads_a_tensor_back_between_evaluations(
+    shakespeare, monkeypatch
+):
     # On a GPU each read (item, float, int, bool of a tensor) waits for every queued step. Count
     # the package's own reads: they must not grow with the number of steps between evaluations.
     import sys
@@ -885,9 +1445,13 @@ def test_the_step_loop_never_reads_a_tensor_back_between_evaluations(shakespeare
 
         def read(self, *args, **kwargs):
             caller = sys._getframe(1).f_code.co_filename
-            if f"{os.sep}mixers{os.sep}" in caller and f"{os.sep}tests{os.sep}" not in caller:
+            if (
+                f"{os.sep}mixers{os.sep}" in caller
+                and f"{os.sep}tests{os.sep}" not in caller
+            ):
                 reads.append((name, sys._getframe(1).f_code.co_name))
             return real(self, *args, **kwargs)
+
         return read
 
     for name in ("item", "__float__", "__int__", "__bool__", "tolist"):
@@ -895,15 +1459,32 @@ def test_the_step_loop_never_reads_a_tensor_back_between_evaluations(shakespeare
     counts = []
     for steps in (6, 18):
         reads.clear()
-        config = replace(TINY.train, steps=steps, warmup_steps=1, eval_interval=steps)  # one evaluation
+        config = replace(
+            TINY.train, steps=steps, warmup_steps=1, eval_interval=steps
+        )  # one evaluation
         torch.manual_seed(0)
-        train(build_model(65, TINY), shakespeare, config, "cpu", progress=False)
-        counts.append([r for r in reads if r[1] not in ("evaluate", "check_token_ids", "random_batch")])
-    assert counts[0] == counts[1], f"reads per step in the loop: {set(counts[1]) - set(counts[0])}"
-    assert len(counts[1]) <= 4  # the evaluation's: divergence check and the running loss
+        train(
+            build_model(65, TINY), shakespeare, config, "cpu", progress=False
+        )
+        counts.append(
+            [
+                r
+                for r in reads
+                if r[1] not in ("evaluate", "check_token_ids", "random_batch")
+            ]
+        )
+    assert counts[0] == counts[1], (
+        f"reads per step in the loop: {set(counts[1]) - set(counts[0])}"
+    )
+    assert (
+        len(counts[1]) <= 4
+    )  # the evaluation's: divergence check and the running loss
     # The forward pass's check of the token ids (excluded above) reads them back on a CPU only,
     # where nothing is queued; elsewhere (meta stands in for a GPU) it reads nothing.
     reads.clear()
     from mixers._checks import check_token_ids
-    check_token_ids(torch.zeros(2, 3, dtype=torch.long, device="meta"), "idx", 65)
+
+    check_token_ids(
+        torch.zeros(2, 3, dtype=torch.long, device="meta"), "idx", 65
+    )
     assert reads == []

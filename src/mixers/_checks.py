@@ -1,8 +1,9 @@
 """Argument checks shared by every module: one place, one wording.
 
-Each check raises ``TypeError`` for the wrong kind of value and ``ValueError`` for the wrong
-size, and names the argument and what it expected. The package's mask convention is checked
-here too (see ``mixers``): every boolean mask is True where reading is allowed.
+Each check raises ``TypeError`` for the wrong kind of value and ``ValueError``
+for the wrong size, and names the argument and what it expected. The package's
+mask convention is checked here too (see ``mixers``): every boolean mask is
+True where reading is allowed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from torch import Tensor
 
 
 def check_positive_int(name: str, value) -> int:
-    """``value`` must be an int >= 1 (a bool is not accepted: ``n_heads=True`` is surely a mistake)."""
+    """``value`` must be an int >= 1 (a bool is not accepted: ``n_heads=True``
+    is surely a mistake)."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be a positive int, got {value!r}")
     if value < 1:
@@ -27,16 +29,21 @@ def check_even(name: str, value) -> int:
     """A positive even int (a width that is split into two halves)."""
     check_positive_int(name, value)
     if value % 2:
-        raise ValueError(f"{name} must be even (it is split into two halves), got {value}")
+        raise ValueError(
+            f"{name} must be even (it is split into two halves), got {value}"
+        )
     return value
 
 
 def check_dropout(value, name: str = "dropout") -> float:
-    """A probability in [0, 1): dropout 1.0 would zero everything and scale by 1/0."""
+    """A probability in [0, 1): dropout 1.0 would zero everything and scale by
+    1/0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a float in [0, 1), got {value!r}")
     if not 0.0 <= value < 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1), got {value}")
+        raise ValueError(
+            f"{name} must be a probability in [0, 1), got {value}"
+        )
     return float(value)
 
 
@@ -44,111 +51,194 @@ def check_scale(value) -> float | None:
     """None (the default ``1/sqrt(d_head)``) or a positive finite number."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"scale must be None (1/sqrt(d_head)) or a positive finite float, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(
+            "scale must be None (1/sqrt(d_head)) or a positive finite float,"
+            f" got {value!r}"
+        )
     return float(value)
 
 
-def check_tensor(x, name: str, expected: str, ndim: int | None = None, min_ndim: int = 2,
-                 width: int | None = None) -> Tensor:
-    """A floating-point tensor of ``ndim`` dims (or at least ``min_ndim``), with at least one
-    position along dim -2, and last dim ``width`` when given; ``expected`` spells the shape."""
+def check_tensor(
+    x,
+    name: str,
+    expected: str,
+    ndim: int | None = None,
+    min_ndim: int = 2,
+    width: int | None = None,
+) -> Tensor:
+    """A floating-point tensor of ``ndim`` dims (or at least ``min_ndim``),
+    with at least one position along dim -2, and last dim ``width`` when given;
+    ``expected`` spells the shape.
+    """
     if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape {expected}, got {type(x).__name__}")
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {expected}, got"
+            f" {type(x).__name__}"
+        )
     if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor of shape {expected}, got dtype {x.dtype}")
-    if (ndim is not None and x.dim() != ndim) or x.dim() < min_ndim or (width is not None and x.shape[-1] != width):
-        raise ValueError(f"{name} must have shape {expected}, got {tuple(x.shape)}")
+        raise TypeError(
+            f"{name} must be a floating-point tensor of shape {expected}, got"
+            f" dtype {x.dtype}"
+        )
+    if (
+        (ndim is not None and x.dim() != ndim)
+        or x.dim() < min_ndim
+        or (width is not None and x.shape[-1] != width)
+    ):
+        raise ValueError(
+            f"{name} must have shape {expected}, got {tuple(x.shape)}"
+        )
     if x.shape[-2] == 0:
-        raise ValueError(f"{name} must hold at least one position, got shape {tuple(x.shape)} (an empty sequence)")
+        raise ValueError(
+            f"{name} must hold at least one position, got shape"
+            f" {tuple(x.shape)} (an empty sequence)"
+        )
     return x
 
 
 def _check_bool(mask, name: str, meaning: str, expected: str) -> Tensor:
     if not isinstance(mask, Tensor):
-        raise TypeError(f"{name} must be a bool tensor {expected} ({meaning}), got {type(mask).__name__}")
+        raise TypeError(
+            f"{name} must be a bool tensor {expected} ({meaning}), got"
+            f" {type(mask).__name__}"
+        )
     if mask.dtype != torch.bool:
-        hint = " (an int or float 0/1 mask: pass mask.bool())" if not mask.is_complex() else ""
-        raise TypeError(f"{name} must be a bool tensor {expected} ({meaning}), got dtype {mask.dtype}{hint}")
+        hint = (
+            " (an int or float 0/1 mask: pass mask.bool())"
+            if not mask.is_complex()
+            else ""
+        )
+        raise TypeError(
+            f"{name} must be a bool tensor {expected} ({meaning}), got dtype"
+            f" {mask.dtype}{hint}"
+        )
     return mask
 
 
-def check_broadcasts(t: Tensor, target, name: str, expected: str = "[..., q_len, k_len]") -> None:
-    """``t`` broadcasts to exactly the shape ``target`` (spelt ``expected``)."""
+def check_broadcasts(
+    t: Tensor, target, name: str, expected: str = "[..., q_len, k_len]"
+) -> None:
+    """``t`` broadcasts to exactly the shape ``target`` (spelt
+    ``expected``)."""
     try:
         fits = torch.broadcast_shapes(t.shape, target) == torch.Size(target)
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to {expected} = {tuple(target)}")
+        raise ValueError(
+            f"{name} of shape {tuple(t.shape)} does not broadcast to"
+            f" {expected} = {tuple(target)}"
+        )
 
 
 # What a mask in torch's opposite sense is told.
-_INVERTED_HINT = "in this package True means 'may attend' (the opposite of torch.nn.MultiheadAttention's attn_mask)"
+_INVERTED_HINT = (
+    "in this package True means 'may attend' (the opposite of"
+    " torch.nn.MultiheadAttention's attn_mask)"
+)
 
 
 def check_attention_mask(mask, target, name: str = "mask") -> Tensor:
-    """A bool mask for scores of shape ``target`` ``[..., q_len, k_len]``, True where query i may
-    attend to key j: either 2-D ``[q_len, k_len]`` (one pattern for every sample and head) or
-    with all of the scores' dims, each equal to the scores' or 1 (``[batch|1, heads|1, q_len,
-    k_len]`` for multi-head scores). Anything in between is refused: a 3-D ``[batch, q, k]`` mask
-    against ``[batch, heads, q, k]`` scores would broadcast as ``[heads, q, k]`` whenever batch ==
-    heads, silently. A mask that allows nothing at all is refused too: it is almost certainly
-    inverted (torch.nn.MultiheadAttention's ``attn_mask`` is True where *not* allowed)."""
+    """A bool mask for scores of shape ``target`` ``[..., q_len, k_len]``, True
+    where query i may attend to key j: either 2-D ``[q_len, k_len]`` (one
+    pattern for every sample and head) or with all of the scores' dims, each
+    equal to the scores' or 1 (``[batch|1, heads|1, q_len, k_len]`` for
+    multi-head scores). Anything in between is refused: a 3-D ``[batch, q, k]``
+    mask against ``[batch, heads, q, k]`` scores would broadcast as ``[heads,
+    q, k]`` whenever batch == heads, silently. A mask that allows nothing at
+    all is refused too: it is almost certainly inverted
+    (torch.nn.MultiheadAttention's ``attn_mask`` is True where *not* allowed).
+    """
     _check_bool(mask, name, "True = may attend", "[..., q_len, k_len]")
     if mask.dim() not in (2, len(target)):
-        dims = ("[q_len, k_len] or [batch|1, heads|1, q_len, k_len]" if len(target) == 4 else
-                f"[q_len, k_len] or {len(target)}-D [..., q_len, k_len] (each leading dim the scores' or 1)")
-        raise ValueError(f"{name} must be {dims} for scores of shape {tuple(target)}, got a {mask.dim()}-D mask "
-                         f"of shape {tuple(mask.shape)}: its leading dims would be matched from the right, "
-                         "ambiguously (a [batch, q, k] mask would be read as [heads, q, k]); add the missing "
-                         "dims explicitly, e.g. mask[:, None] for [batch, 1, q_len, k_len]")
+        dims = (
+            "[q_len, k_len] or [batch|1, heads|1, q_len, k_len]"
+            if len(target) == 4
+            else (
+                f"[q_len, k_len] or {len(target)}-D [..., q_len, k_len] (each"
+                " leading dim the scores' or 1)"
+            )
+        )
+        raise ValueError(
+            f"{name} must be {dims} for scores of shape {tuple(target)}, got a"
+            f" {mask.dim()}-D mask of shape {tuple(mask.shape)}: its leading"
+            " dims would be matched from the right, ambiguously (a [batch, q,"
+            " k] mask would be read as [heads, q, k]); add the missing dims"
+            " explicitly, e.g. mask[:, None] for [batch, 1, q_len, k_len]"
+        )
     check_broadcasts(mask, target, name)
     if mask.numel() and not mask.any():
-        raise ValueError(f"{name} allows no query to attend to any key: {_INVERTED_HINT}; did you pass ~mask?")
+        raise ValueError(
+            f"{name} allows no query to attend to any key: {_INVERTED_HINT};"
+            " did you pass ~mask?"
+        )
     return mask
 
 
-def check_every_query_reads(attend: Tensor, real_queries: Tensor | None, name: str = "mask") -> None:
+def check_every_query_reads(
+    attend: Tensor, real_queries: Tensor | None, name: str = "mask"
+) -> None:
     """Self-attention: every real query must be allowed at least one key.
 
-    attend: bool ``[..., q_len, k_len]``, the combined "may attend" mask (caller's mask, padding,
-    causality); real_queries: bool ``[batch, q_len]`` (``token_mask``) or None (all real). A real
-    query with nothing to read is what a mask in torch's opposite sense gives (``triu(ones, 1)``
-    as a causal mask leaves the last query nothing), so it is refused; padded query rows are
-    exempt, their output is ignored anyway."""
-    empty = ~attend.any(dim=-1)                                   # [..., q_len]
+    attend: bool ``[..., q_len, k_len]``, the combined "may attend" mask
+    (caller's mask, padding, causality); real_queries: bool ``[batch, q_len]``
+    (``token_mask``) or None (all real). A real query with nothing to read is
+    what a mask in torch's opposite sense gives (``triu(ones, 1)`` as a causal
+    mask leaves the last query nothing), so it is refused; padded query rows
+    are exempt, their output is ignored anyway."""
+    empty = ~attend.any(dim=-1)  # [..., q_len]
     if real_queries is not None:
-        empty = empty & real_queries.view(real_queries.shape[0], *[1] * (empty.dim() - 2), -1)
+        empty = empty & real_queries.view(
+            real_queries.shape[0], *[1] * (empty.dim() - 2), -1
+        )
     if empty.any():
         where = empty.nonzero()[0].tolist()
-        raise ValueError(f"{name} leaves a real query with no key to attend to (index {where} of "
-                         f"{tuple(empty.shape)}, combined with causal and token_mask): {_INVERTED_HINT}, "
-                         "and a causal mask is tril, not triu; did you pass ~mask?")
+        raise ValueError(
+            f"{name} leaves a real query with no key to attend to (index"
+            f" {where} of {tuple(empty.shape)}, combined with causal and"
+            f" token_mask): {_INVERTED_HINT}, and a causal mask is tril, not"
+            " triu; did you pass ~mask?"
+        )
 
 
-def check_token_mask(mask, batch: int, seq: int, name: str = "token_mask") -> Tensor:
-    """A bool ``[batch, seq]`` mask, True at real tokens and False at padding. A sample with no
-    real token is refused: it is almost certainly an inverted padding mask (torch's
-    ``key_padding_mask`` is True at padding)."""
+def check_token_mask(
+    mask, batch: int, seq: int, name: str = "token_mask"
+) -> Tensor:
+    """A bool ``[batch, seq]`` mask, True at real tokens and False at padding.
+    A sample with no real token is refused: it is almost certainly an inverted
+    padding mask (torch's ``key_padding_mask`` is True at padding)."""
     expected = f"[batch, seq] = {(batch, seq)}"
     _check_bool(mask, name, "True = real token, False = padding", expected)
     if tuple(mask.shape) != (batch, seq):
-        raise ValueError(f"{name} must have shape {expected}, got {tuple(mask.shape)}")
+        raise ValueError(
+            f"{name} must have shape {expected}, got {tuple(mask.shape)}"
+        )
     if not mask.any(dim=-1).all():
-        raise ValueError(f"{name} has a sample with no real token: in this package True marks real tokens "
-                         "(the opposite of torch.nn.MultiheadAttention's key_padding_mask); did you pass ~mask?")
+        raise ValueError(
+            f"{name} has a sample with no real token: in this package True"
+            " marks real tokens (the opposite of"
+            " torch.nn.MultiheadAttention's key_padding_mask); did you pass"
+            " ~mask?"
+        )
     return mask
 
 
-# ---------------------------------------------------------------------------------------------
-# Numbers, flags and names: every scalar argument is checked where it enters. A NaN compares
-# False with everything, so ``lr <= 0`` lets it through; a string such as ``"no"`` is truthy, so
-# ``if gated:`` reads it as True. Each check below names the argument and says what is valid.
+# -----------------------------------------------------------------------------
+# Numbers, flags and names: every scalar argument is checked where it enters. A
+# NaN compares False with everything, so ``lr <= 0`` lets it through; a string
+# such as ``"no"`` is truthy, so ``if gated:`` reads it as True. Each check
+# below names the argument and says what is valid.
 
 
 def _real(name: str, value, rule: str) -> float:
-    """``value`` as a float if it is a finite real number (int or float, not a bool)."""
+    """``value`` as a float if it is a finite real number (int or float, not a
+    bool)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be {rule}, got {value!r}")
     if not math.isfinite(value):
@@ -162,22 +252,32 @@ def check_finite_float(name: str, value) -> float:
 
 
 def check_positive_float(name: str, value) -> float:
-    """A finite real number > 0 (a base, a temperature, a learning rate, an epsilon)."""
+    """A finite real number > 0 (a base, a temperature, a learning rate, an
+    epsilon)."""
     if _real(name, value, "a positive finite float") <= 0:
-        raise ValueError(f"{name} must be a positive finite float, got {value}")
+        raise ValueError(
+            f"{name} must be a positive finite float, got {value}"
+        )
     return float(value)
 
 
 def check_non_negative_float(name: str, value) -> float:
-    """A finite real number >= 0 (a weight decay, a clipping norm, an initial range)."""
+    """A finite real number >= 0 (a weight decay, a clipping norm, an initial
+    range)."""
     if _real(name, value, "a non-negative finite float") < 0:
-        raise ValueError(f"{name} must be a non-negative finite float, got {value}")
+        raise ValueError(
+            f"{name} must be a non-negative finite float, got {value}"
+        )
     return float(value)
 
 
-def check_float_in(name: str, value, low: float, high: float, interval: str = "[]") -> float:
-    """A finite real number in the interval from ``low`` to ``high``; ``interval`` gives its two
-    brackets: ``"[]"`` closed, ``"()"`` open, ``"[)"`` or ``"(]"`` half-open."""
+def check_float_in(
+    name: str, value, low: float, high: float, interval: str = "[]"
+) -> float:
+    """A finite real number in the interval from ``low`` to ``high``;
+    ``interval`` gives its two brackets: ``"[]"`` closed, ``"()"`` open,
+    ``"[)"`` or ``"(]"`` half-open.
+    """
     rule = f"a float in {interval[0]}{low:g}, {high:g}{interval[1]}"
     value = _real(name, value, rule)
     above = value >= low if interval[0] == "[" else value > low
@@ -188,7 +288,8 @@ def check_float_in(name: str, value, low: float, high: float, interval: str = "[
 
 
 def check_non_negative_int(name: str, value) -> int:
-    """An int >= 0 (a bool is not accepted): a count that may be zero, a seed, a step."""
+    """An int >= 0 (a bool is not accepted): a count that may be zero, a seed,
+    a step."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be a non-negative int, got {value!r}")
     if value < 0:
@@ -199,49 +300,77 @@ def check_non_negative_int(name: str, value) -> int:
 def check_int_in(name: str, value, low: int, high: int) -> int:
     """An int in ``[low, high]`` (a bool is not accepted)."""
     if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+        raise TypeError(
+            f"{name} must be an int in [{low}, {high}], got {value!r}"
+        )
     if not low <= value <= high:
-        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value}")
+        raise ValueError(
+            f"{name} must be an int in [{low}, {high}], got {value}"
+        )
     return value
 
 
 def check_bool(name: str, value) -> bool:
-    """True or False itself: ``gated="no"`` is truthy, and would silently mean True."""
+    """True or False itself: ``gated="no"`` is truthy, and would silently mean
+    True."""
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
+        raise TypeError(
+            f"{name} must be a bool (True or False), got {value!r}"
+        )
     return value
 
 
 def check_flags(**flags) -> None:
-    """``check_bool`` for each keyword: ``check_flags(gated=gated, fused=fused)``."""
+    """``check_bool`` for each keyword: ``check_flags(gated=gated,
+    fused=fused)``."""
     for name, value in flags.items():
         check_bool(name, value)
 
 
 def check_choice(name: str, value, choices) -> str:
-    """One of ``choices`` (names compared as they are: ``"ReLU"`` is not ``"relu"``)."""
+    """One of ``choices`` (names compared as they are: ``"ReLU"`` is not
+    ``"relu"``)."""
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+        raise ValueError(
+            f"{name} must be one of {tuple(choices)}, got {value!r}"
+        )
     return value
 
 
-def check_token_ids(ids, name: str, vocab_size: int, expected: str = "[batch, seq]") -> Tensor:
-    """An int64 tensor of shape ``expected`` (2-d, at least one position) whose every id lies in
-    ``[0, vocab_size)``: an id past the embedding table would fail deep inside torch, or on a GPU
-    as an asynchronous device assert. The ids' range is read back (one ``aminmax`` pass) only
-    for a CPU tensor: on a GPU that read would make the host wait for every queued step, so
-    there the ids are checked where a model meets its data (``train``, ``sample``); and never
-    inside ``torch.compile``, where a data-dependent branch would split the graph."""
+def check_token_ids(
+    ids, name: str, vocab_size: int, expected: str = "[batch, seq]"
+) -> Tensor:
+    """An int64 tensor of shape ``expected`` (2-d, at least one position) whose
+    every id lies in ``[0, vocab_size)``: an id past the embedding table would
+    fail deep inside torch, or on a GPU as an asynchronous device assert. The
+    ids' range is read back (one ``aminmax`` pass) only for a CPU tensor: on a
+    GPU that read would make the host wait for every queued step, so there the
+    ids are checked where a model meets its data (``train``, ``sample``); and
+    never inside ``torch.compile``, where a data-dependent branch would split
+    the graph.
+    """
     if not isinstance(ids, Tensor) or ids.dtype != torch.long:
         got = ids.dtype if isinstance(ids, Tensor) else type(ids).__name__
-        raise TypeError(f"{name} must be an int64 tensor {expected}, got {got}")
+        raise TypeError(
+            f"{name} must be an int64 tensor {expected}, got {got}"
+        )
     if ids.dim() != 2 or ids.shape[1] == 0:
-        raise ValueError(f"{name} must have shape {expected} with seq >= 1, got {tuple(ids.shape)}")
-    if torch.compiler.is_compiling() or ids.device.type != "cpu" or not ids.numel():
+        raise ValueError(
+            f"{name} must have shape {expected} with seq >= 1, got"
+            f" {tuple(ids.shape)}"
+        )
+    if (
+        torch.compiler.is_compiling()
+        or ids.device.type != "cpu"
+        or not ids.numel()
+    ):
         return ids
     low, high = torch.aminmax(ids)
     low, high = int(low), int(high)
     if low < 0 or high >= vocab_size:
-        raise ValueError(f"{name} holds token ids in [{low}, {high}], outside the vocabulary [0, {vocab_size}) "
-                         f"(vocab_size={vocab_size}): was the model built for another tokenizer?")
+        raise ValueError(
+            f"{name} holds token ids in [{low}, {high}], outside the"
+            f" vocabulary [0, {vocab_size}) (vocab_size={vocab_size}): was the"
+            " model built for another tokenizer?"
+        )
     return ids

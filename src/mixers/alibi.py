@@ -1,41 +1,53 @@
-r"""Attention with Linear Biases (ALiBi): positions as a penalty on distance, not as embeddings.
+r"""Attention with Linear Biases (ALiBi): positions as a penalty on distance,
+not as embeddings.
 
-Press, Smith and Lewis, "Train Short, Test Long: Attention with Linear Biases Enables Input
-Length Extrapolation" (ICLR 2022). No position is added to the token embeddings; instead every
-head h adds a bias to its attention scores that falls linearly with the distance between the
-query at position i and the key at position j:
+Press, Smith and Lewis, "Train Short, Test Long: Attention with Linear Biases
+Enables Input Length Extrapolation" (ICLR 2022). No position is added to the
+token embeddings; instead every head h adds a bias to its attention scores that
+falls linearly with the distance between the query at position i and the key at
+position j:
 
-    scores[h, i, j] = q_i · k_j / sqrt(d_head) - m_h · (i - j)          (j <= i, causal)
+.. math::
 
-The slopes ``m_h`` are fixed, not learned: a geometric series, so that some heads look far back
-(small m) and others only at their neighbours (large m). Because the bias depends only on
-``i - j``, a model trained on length L sees nothing new at length 2L except larger distances,
-which its heads already discount -- the paper's length extrapolation.
+    \text{scores}_{h,i,j} = \frac{q_i \cdot k_j}{\sqrt{d_\text{head}}}
+        - m_h\,(i - j), \qquad j \le i \text{ (causal)}
 
-Two equivalent forms. The paper writes the bias of query i as ``m · [-(i-1), ..., -1, 0]``; the
-authors' code, and labml.ai's annotated implementation, add ``m · j`` instead. The two differ by
-``-m · i``, a constant along each softmax row (query i), and softmax is shift-invariant per row,
-so they give the same weights. This module computes the
-relative form ``-m · (i - j)`` from *positions*: it is 0 on the diagonal, never positive where
-attention is allowed, and stays correct when query i is not the i-th key (a key/value cache,
-chunked decoding) or when the positions are not ``0, 1, 2, ...`` (left padding).
+The slopes ``m_h`` are fixed, not learned: a geometric series, so that some
+heads look far back (small m) and others only at their neighbours (large m).
+Because the bias depends only on ``i - j``, a model trained on length L sees
+nothing new at length 2L except larger distances, which its heads already
+discount -- the paper's length extrapolation.
+
+Two equivalent forms. The paper writes the bias of query i as ``m · [-(i-1),
+..., -1, 0]``; the authors' code, and labml.ai's annotated implementation, add
+``m · j`` instead. The two differ by ``-m · i``, a constant along each softmax
+row (query i), and softmax is shift-invariant per row, so they give the same
+weights. This module computes the relative form ``-m · (i - j)`` from
+*positions*: it is 0 on the diagonal, never positive where attention is
+allowed, and stays correct when query i is not the i-th key (a key/value cache,
+chunked decoding) or when the positions are not ``0, 1, 2, ...`` (left
+padding).
 
 Conventions, shared with ``mixers.attention``:
 
-- shapes are batch-first; the bias is ``[heads, q_len, k_len]``, or ``[batch, heads, q_len,
-  k_len]`` when positions are given per sample;
-- query i sits at position ``q_offset + i`` with ``q_offset = k_len - q_len`` by default: the
-  queries are the *last* q_len of the k_len keys, as when decoding new tokens after a cache;
-- ``causal=True`` puts ``-inf`` where key j lies after query i in the sequence, i.e. above the
-  diagonal ``j <= q_offset + i`` (by index, like ``mixers.attention.causal_mask``);
-- ``symmetric=True`` uses ``-m · |i - j|`` for bidirectional attention. This is beyond the
-  paper, which only studies causal language models: without a causal mask the plain form
-  ``-m · (i - j)`` is *positive* for future keys and grows with their distance.
+- shapes are batch-first; the bias is ``[heads, q_len, k_len]``, or ``[batch,
+  heads, q_len, k_len]`` when positions are given per sample;
+- query i sits at position ``q_offset + i`` with ``q_offset = k_len - q_len``
+  by default: the queries are the *last* q_len of the k_len keys, as when
+  decoding new tokens after a cache;
+- ``causal=True`` puts ``-inf`` where key j lies after query i in the sequence,
+  i.e. above the diagonal ``j <= q_offset + i`` (by index, like
+  ``mixers.attention.causal_mask``);
+- ``symmetric=True`` uses ``-m · |i - j|`` for bidirectional attention. This is
+  beyond the paper, which only studies causal language models: without a causal
+  mask the plain form ``-m · (i - j)`` is *positive* for future keys and grows
+  with their distance.
 
-``AlibiMultiHeadAttention`` is ``mixers.attention.MultiHeadAttention`` with the bias supplied
-through its ``attention_bias`` hook (eager and SDPA backends), plus a FlexAttention backend
-that computes the bias inside the kernel. ``labml_style_alibi_attention`` keeps the layout of
-labml.ai's annotated implementation as the benchmark's "before".
+``AlibiMultiHeadAttention`` is ``mixers.attention.MultiHeadAttention`` with the
+bias supplied through its ``attention_bias`` hook (eager and SDPA backends),
+plus a FlexAttention backend that computes the bias inside the kernel.
+The layout of labml.ai's annotated implementation, the benchmark's "before",
+is ``mixers.bench.alibi.labml_style_alibi_attention``.
 """
 
 from __future__ import annotations
@@ -47,22 +59,29 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_positive_int
 from .attention import MultiHeadAttention, causal_mask
 
-__all__ = ["alibi_slopes", "alibi_bias", "AlibiMultiHeadAttention", "causal_block_mask",
-           "labml_style_alibi_attention"]
+__all__ = [
+    "alibi_slopes",
+    "alibi_bias",
+    "AlibiMultiHeadAttention",
+    "causal_block_mask",
+    "as_slopes",
+]
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # Slopes
 
 
 def _geometric_slopes(n: int) -> list[float]:
-    """``2^(-8/n), 2^(-16/n), ..., 2^(-8)``: the series for a power of two n, in float64.
+    """``2^(-8/n), 2^(-16/n), ..., 2^(-8)``: the series for a power of two n,
+    in float64.
 
-    Each term is one correctly rounded power, ``2^(-8 (i+1) / n)``, rather than a running
-    product, so no rounding error accumulates along the series (for n = 8 every slope is exact).
+    Each term is one correctly rounded power, ``2^(-8 (i+1) / n)``, rather than
+    a running product, so no rounding error accumulates along the series (for n
+    = 8 every slope is exact).
     """
     return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
 
@@ -70,114 +89,170 @@ def _geometric_slopes(n: int) -> list[float]:
 def alibi_slopes(n_heads: int) -> Tensor:
     """The fixed ALiBi slope ``m_h`` of every head: float32 ``[n_heads]``.
 
-    For n a power of two the slopes are the geometric series that starts at ``2^(-8/n)`` and has
-    that same ratio: ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``; 8 heads get ``1/2, 1/4, ..., 1/256``.
+    For n a power of two the slopes are the geometric series that starts at
+    ``2^(-8/n)`` and has that same ratio: ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``;
+    8 heads get ``1/2, 1/4, ..., 1/256``.
 
-    The paper trains only power-of-two head counts. For other n this follows the workaround in
-    the authors' repository: with p the largest power of two below n, the p slopes of the
-    p-head series, followed by every other slope of the 2p-head series, ``2^(-8/(2p)),
-    2^(-24/(2p)), ...`` (its indices 0, 2, 4, ...), until there are n. The 2p series is the p
-    series with one extra slope halfway (in log scale) between each neighbouring pair; its even
-    indices are exactly those new in-between slopes, so no slope repeats. The result keeps the
-    first p heads identical to a p-head model and spreads the extra heads *between* the existing
-    slopes, instead of extending the series below ``2^(-8)`` to ever-flatter, nearly
-    position-blind heads (this reading of why the rule works is the book's own). So the slopes are not monotone in head order: 12 heads get
-    ``2^-1, ..., 2^-8, 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5``. Head order does not matter to the
-    model -- permuting the heads together with their projection weights computes the same function.
+    The paper trains only power-of-two head counts. For other n this follows
+    the workaround in the authors' repository: with p the largest power of two
+    below n, the p slopes of the p-head series, followed by every other slope
+    of the 2p-head series, ``2^(-8/(2p)), 2^(-24/(2p)), ...`` (its indices 0,
+    2, 4, ...), until there are n. The 2p series is the p series with one extra
+    slope halfway (in log scale) between each neighbouring pair; its even
+    indices are exactly those new in-between slopes, so no slope repeats. The
+    result keeps the first p heads identical to a p-head model and spreads the
+    extra heads *between* the existing slopes, instead of extending the series
+    below ``2^(-8)`` to ever-flatter, nearly position-blind heads (this reading
+    of why the rule works is the book's own). So the slopes are not monotone in
+    head order: 12 heads get ``2^-1, ..., 2^-8, 2^-0.5, 2^-1.5, 2^-2.5,
+    2^-3.5``. Head order does not matter to the model -- permuting the heads
+    together with their projection weights computes the same function.
     """
     check_positive_int("n_heads", n_heads)
-    p = 1 << (n_heads.bit_length() - 1)  # largest power of two <= n_heads, exact (no float log2)
-    slopes = _geometric_slopes(p) + _geometric_slopes(2 * p)[0::2][: n_heads - p]
+    # largest power of two <= n_heads, exact (no float log2)
+    p = 1 << (n_heads.bit_length() - 1)
+    slopes = (
+        _geometric_slopes(p) + _geometric_slopes(2 * p)[0::2][: n_heads - p]
+    )
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # The bias
 
 
-def _as_slopes(slopes, name: str = "slopes_or_n_heads") -> Tensor:
-    """A float tensor ``[n_heads]`` as it is, or ``alibi_slopes(n)`` for a head count n."""
+def as_slopes(slopes, name: str = "slopes_or_n_heads") -> Tensor:
+    """A float tensor ``[n_heads]`` as it is, or ``alibi_slopes(n)`` for a head
+    count n."""
     if isinstance(slopes, Tensor):
-        if not slopes.is_floating_point() or slopes.dim() != 1 or slopes.numel() < 1:
-            raise ValueError(f"{name} must be a positive int or a floating-point tensor [n_heads], "
-                             f"got a {slopes.dtype} tensor of shape {tuple(slopes.shape)}")
+        if (
+            not slopes.is_floating_point()
+            or slopes.dim() != 1
+            or slopes.numel() < 1
+        ):
+            raise ValueError(
+                f"{name} must be a positive int or a floating-point tensor"
+                f" [n_heads], got a {slopes.dtype} tensor of shape"
+                f" {tuple(slopes.shape)}"
+            )
         return slopes
     if not isinstance(slopes, int) or isinstance(slopes, bool):
-        raise TypeError(f"{name} must be a positive int or a floating-point tensor [n_heads], got {slopes!r}")
+        raise TypeError(
+            f"{name} must be a positive int or a floating-point tensor"
+            f" [n_heads], got {slopes!r}"
+        )
     if slopes < 1:
-        raise ValueError(f"{name} must be a positive int (the number of heads), got {slopes}")
+        raise ValueError(
+            f"{name} must be a positive int (the number of heads), got"
+            f" {slopes}"
+        )
     return alibi_slopes(slopes)
 
 
-def _check_positions(positions, name: str, length_name: str, length: int) -> Tensor:
+def _check_positions(
+    positions, name: str, length_name: str, length: int
+) -> Tensor:
     """Positions must be real numbers ``[length]`` or ``[batch, length]``."""
     expected = f"[{length_name}={length}] or [batch, {length_name}={length}]"
     if not isinstance(positions, Tensor):
-        raise TypeError(f"{name} must be a tensor of shape {expected}, got {type(positions).__name__}")
+        raise TypeError(
+            f"{name} must be a tensor of shape {expected}, got"
+            f" {type(positions).__name__}"
+        )
     if positions.dtype == torch.bool or positions.is_complex():
-        raise TypeError(f"{name} must hold integer or floating-point positions, got dtype {positions.dtype}")
+        raise TypeError(
+            f"{name} must hold integer or floating-point positions, got dtype"
+            f" {positions.dtype}"
+        )
     if positions.dim() not in (1, 2) or positions.shape[-1] != length:
-        raise ValueError(f"{name} must have shape {expected}, got {tuple(positions.shape)}")
+        raise ValueError(
+            f"{name} must have shape {expected}, got {tuple(positions.shape)}"
+        )
     return positions
 
 
 def _default_q_offset(q_len: int, k_len: int) -> int:
     if q_len > k_len:
-        raise ValueError(f"q_len={q_len} > k_len={k_len}: the default q_offset = k_len - q_len would put the "
-                         "queries before the first key; pass q_offset (>= 0) explicitly")
+        raise ValueError(
+            f"q_len={q_len} > k_len={k_len}: the default q_offset = k_len -"
+            " q_len would put the queries before the first key; pass q_offset"
+            " (>= 0) explicitly"
+        )
     return k_len - q_len
 
 
-def _causal_allowed(q_len: int, k_len: int, q_offset: int, device=None) -> Tensor:
-    """Bool ``[q_len, k_len]``: True where key j is not after query i, i.e. ``j <= q_offset + i``.
-
-    With ``q_offset = k_len - q_len`` this is ``mixers.attention.causal_mask(q_len, k_len)``.
-    """
-    query_index = torch.arange(q_offset, q_offset + q_len, device=device)
-    return torch.arange(k_len, device=device)[None, :] <= query_index[:, None]
-
-
-def alibi_bias(slopes_or_n_heads, q_len: int, k_len: int | None = None, causal: bool = True,
-               symmetric: bool = False, q_offset: int | None = None, key_positions: Tensor | None = None,
-               query_positions: Tensor | None = None, device=None, dtype=None) -> Tensor:
-    """The additive ALiBi bias ``-m_h · (pos_q[i] - pos_k[j])``: ``[heads, q_len, k_len]``.
+def alibi_bias(
+    slopes_or_n_heads,
+    q_len: int,
+    k_len: int | None = None,
+    causal: bool = True,
+    symmetric: bool = False,
+    q_offset: int | None = None,
+    key_positions: Tensor | None = None,
+    query_positions: Tensor | None = None,
+    device=None,
+    dtype=None,
+) -> Tensor:
+    """The additive ALiBi bias ``-m_h · (pos_q[i] - pos_k[j])``: ``[heads,
+    q_len, k_len]``.
 
     Args:
-        slopes_or_n_heads: the slopes, a float tensor ``[heads]``, or a head count for ``alibi_slopes``.
+        slopes_or_n_heads: the slopes, a float tensor ``[heads]``, or a head
+            count for ``alibi_slopes``.
         q_len: number of queries.
         k_len: number of keys (default ``q_len``).
-        causal: ``-inf`` where key j comes after query i in the sequence, ``j > q_offset + i`` (by
-            index, not position: padded keys still need a token mask).
-        symmetric: ``-m · |pos_q - pos_k|``, for bidirectional attention (beyond the paper).
-        q_offset: index of query 0 among the keys; default ``k_len - q_len`` (the queries are the
-            last q_len keys, as after a key/value cache). It sets the causal diagonal and, unless
-            ``query_positions`` is given, the query positions ``q_offset + arange(q_len)``.
-        key_positions: ``[k_len]`` or ``[batch, k_len]`` (int or float); default ``arange(k_len)``.
-            Pass padding-aware positions here, e.g. ``(token_mask.cumsum(-1) - 1).clamp(min=0)``.
-        query_positions: ``[q_len]`` or ``[batch, q_len]``; default: the positions of the keys they
-            sit on, ``key_positions[..., q_offset : q_offset + q_len]``.
-        device: of the result; default the positions' (else the slopes') device.
-        dtype: of the result; default the slopes' dtype (float32 for a head count).
+        causal: ``-inf`` where key j comes after query i in the sequence, ``j >
+            q_offset + i`` (by index, not position: padded keys still need a
+            token mask).
+        symmetric: ``-m · |pos_q - pos_k|``, for bidirectional attention
+            (beyond the paper).
+        q_offset: index of query 0 among the keys; default ``k_len - q_len``
+            (the queries are the last q_len keys, as after a key/value cache).
+            It sets the causal diagonal and, unless ``query_positions`` is
+            given, the query positions ``q_offset + arange(q_len)``.
+        key_positions: ``[k_len]`` or ``[batch, k_len]`` (int or float);
+            default ``arange(k_len)``. Pass padding-aware positions here, e.g.
+            ``(token_mask.cumsum(-1) - 1).clamp(min=0)``.
+        query_positions: ``[q_len]`` or ``[batch, q_len]``; default: the
+            positions of the keys they sit on, ``key_positions[..., q_offset :
+            q_offset + q_len]``.
+        device: of the result; default the positions' (else the slopes')
+            device.
+        dtype: of the result; default the slopes' dtype (float32 for a head
+            count).
 
     Returns:
-        ``[heads, q_len, k_len]``, or ``[batch, heads, q_len, k_len]`` when either positions tensor
-        has a batch dim. Only differences of positions enter, so shifting all positions by the
-        same amount changes nothing (why left padding is harmless once the pads are masked).
+        ``[heads, q_len, k_len]``, or ``[batch, heads, q_len, k_len]`` when
+        either positions tensor
+        has a batch dim. Only differences of positions enter, so shifting all
+        positions by the
+        same amount changes nothing (why left padding is harmless once the pads
+        are masked).
     """
-    slopes = _as_slopes(slopes_or_n_heads)
+    slopes = as_slopes(slopes_or_n_heads)
     check_positive_int("q_len", q_len)
     k_len = q_len if k_len is None else k_len
     check_positive_int("k_len", k_len)
     if q_offset is None:
         q_offset = _default_q_offset(q_len, k_len)
     elif not isinstance(q_offset, int) or isinstance(q_offset, bool):
-        raise TypeError(f"q_offset must be an int >= 0 (the index of query 0 among the keys), got {q_offset!r}")
+        raise TypeError(
+            "q_offset must be an int >= 0 (the index of query 0 among the"
+            f" keys), got {q_offset!r}"
+        )
     elif q_offset < 0:
-        raise ValueError(f"q_offset must be an int >= 0 (the index of query 0 among the keys), got {q_offset}")
+        raise ValueError(
+            "q_offset must be an int >= 0 (the index of query 0 among the"
+            f" keys), got {q_offset}"
+        )
     if key_positions is not None:
-        key_positions = _check_positions(key_positions, "key_positions", "k_len", k_len)
+        key_positions = _check_positions(
+            key_positions, "key_positions", "k_len", k_len
+        )
     if query_positions is not None:
-        query_positions = _check_positions(query_positions, "query_positions", "q_len", q_len)
+        query_positions = _check_positions(
+            query_positions, "query_positions", "q_len", q_len
+        )
     if device is None:
         given = key_positions if key_positions is not None else query_positions
         device = given.device if given is not None else slopes.device
@@ -185,73 +260,103 @@ def alibi_bias(slopes_or_n_heads, q_len: int, k_len: int | None = None, causal: 
 
     if query_positions is None:
         if key_positions is None:
-            query_positions = torch.arange(q_offset, q_offset + q_len, device=device)
+            query_positions = torch.arange(
+                q_offset, q_offset + q_len, device=device
+            )
         elif q_offset + q_len <= k_len:
-            query_positions = key_positions[..., q_offset: q_offset + q_len]
+            query_positions = key_positions[..., q_offset : q_offset + q_len]
         else:
-            raise ValueError(f"query_positions is needed when key_positions are given and q_offset + q_len = "
-                             f"{q_offset + q_len} > k_len = {k_len}: queries past the last key have no key "
-                             "positions to take theirs from")
+            raise ValueError(
+                "query_positions is needed when key_positions are given and"
+                f" q_offset + q_len = {q_offset + q_len} > k_len = {k_len}:"
+                " queries past the last key have no key positions to take"
+                " theirs from"
+            )
     if key_positions is None:
         key_positions = torch.arange(k_len, device=device)
-    # Integer positions as int64: differences of uint8 positions would wrap around below zero.
-    key_positions, query_positions = (p.to(device) if p.is_floating_point() else p.to(device, torch.long)
-                                      for p in (key_positions, query_positions))
-    if key_positions.dim() == 2 and query_positions.dim() == 2 and key_positions.shape[0] != query_positions.shape[0]:
-        raise ValueError(f"query_positions {tuple(query_positions.shape)} and key_positions "
-                         f"{tuple(key_positions.shape)} must have the same batch size")
+    # Integer positions as int64: differences of uint8 positions would wrap
+    # around below zero.
+    key_positions, query_positions = (
+        p.to(device) if p.is_floating_point() else p.to(device, torch.long)
+        for p in (key_positions, query_positions)
+    )
+    if (
+        key_positions.dim() == 2
+        and query_positions.dim() == 2
+        and key_positions.shape[0] != query_positions.shape[0]
+    ):
+        raise ValueError(
+            f"query_positions {tuple(query_positions.shape)} and key_positions"
+            f" {tuple(key_positions.shape)} must have the same batch size"
+        )
 
-    # Subtract before any cast to floating point: int64 differences are exact however far the
-    # positions run, whereas positions near 1e7 cast to float32 first would lose their last digits.
-    distance = query_positions[..., :, None] - key_positions[..., None, :]   # [(batch,) q_len, k_len]
+    # Subtract before any cast to floating point: int64 differences are exact
+    # however far the positions run, whereas positions near 1e7 cast to float32
+    # first would lose their last digits.
+    # [(batch,) q_len, k_len]
+    distance = query_positions[..., :, None] - key_positions[..., None, :]
     if symmetric:
         distance = distance.abs()
-    # Multiply in at least float32, then round once to the requested dtype: m · distance in
-    # float16 would round the slope and the distance separately before the product.
+    # Multiply in at least float32, then round once to the requested dtype: m ·
+    # distance in float16 would round the slope and the distance separately
+    # before the product.
     compute = torch.promote_types(dtype, torch.float32)
-    slopes = slopes.to(device=device, dtype=compute)[:, None, None]        # [heads, 1, 1]
-    bias = -(slopes * distance.to(compute).unsqueeze(-3))                  # [(batch,) heads, q_len, k_len]
+    # [heads, 1, 1]
+    slopes = slopes.to(device=device, dtype=compute)[:, None, None]
+    # [(batch,) heads, q_len, k_len]
+    bias = -(slopes * distance.to(compute).unsqueeze(-3))
     if causal:
-        allowed = _causal_allowed(q_len, k_len, q_offset, device)
+        allowed = causal_mask(q_len, k_len, device, q_offset=q_offset)
         bias = bias.masked_fill(~allowed, float("-inf"))
     return bias.to(dtype)
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # The layer
 
 
-# torch.compile(flex_attention), built on first use and shared by every module and call: compiling
-# per call (or per module) would re-trace each time. It is compiled for static shapes: torch
-# compiles one kernel per shape (as a model at one length uses), never the dynamic-shape kernel
-# that torch.compile switches to after a second shape, which failed to compile on a CPU in torch
-# 2.13 (a head count of 4, then 6: "cur_kvSplitSize5 was not declared") and then poisoned the
-# shapes that had worked. New slopes, offsets or mask values do not recompile: the score_mod
-# and mask_mod below read them from tensors rather than from Python constants.
+# torch.compile(flex_attention), built on first use and shared by every module
+# and call: compiling per call (or per module) would re-trace each time. It is
+# compiled for static shapes: torch compiles one kernel per shape (as a model
+# at one length uses), never the dynamic-shape kernel that torch.compile
+# switches to after a second shape, which failed to compile on a CPU in torch
+# 2.13 (a head count of 4, then 6: "cur_kvSplitSize5 was not declared") and
+# then poisoned the shapes that had worked. New slopes, offsets or mask values
+# do not recompile: the score_mod and mask_mod below read them from tensors
+# rather than from Python constants.
 _compiled_flex_attention = None
-FLEX_RECOMPILE_LIMIT = 64  # distinct shapes one process may compile before torch falls back to eager
+# distinct shapes one process may compile before torch falls back to eager
+FLEX_RECOMPILE_LIMIT = 64
 
 
-def _flex_attention():
+def compiled_flex_attention():
+    """torch's ``flex_attention``, compiled for static shapes, built on the
+    first call and shared (the layer's flex backend and its benchmark)."""
     global _compiled_flex_attention
     if _compiled_flex_attention is None:
         from torch.nn.attention.flex_attention import flex_attention
+
         _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
     return _compiled_flex_attention
 
 
 def _run_flex(*args, **kwargs) -> Tensor:
-    """The compiled kernel, one static-shape compilation per shape (see ``_flex_attention``)."""
-    with torch._dynamo.config.patch(automatic_dynamic_shapes=False, recompile_limit=FLEX_RECOMPILE_LIMIT):
-        return _flex_attention()(*args, **kwargs)
+    """The compiled kernel, one static-shape compilation per shape (see
+    ``compiled_flex_attention``)."""
+    with torch._dynamo.config.patch(
+        automatic_dynamic_shapes=False, recompile_limit=FLEX_RECOMPILE_LIMIT
+    ):
+        return compiled_flex_attention()(*args, **kwargs)
 
 
-# torch 2.13's compiled CPU FlexAttention kernel returns wrong rows -- errors near 1, or NaN, in
-# batch rows >= 1 -- at some lengths that are not a multiple of its block size: at 40, of the
-# lengths 16, 40, 100, 130 and 200 tried with 4 and 6 heads, in fresh processes (upstream: "accuracy
-# issue with kv length not multiple of kv block size"). So the flex path only ever hands it whole
-# blocks: q, k and v are padded with zeros to a multiple of FLEX_BLOCK_SIZE (torch's default block),
-# the block mask keeps every padded key out of every row, and the padded query rows are dropped.
+# torch 2.13's compiled CPU FlexAttention kernel returns wrong rows -- errors
+# near 1, or NaN, in batch rows >= 1 -- at some lengths that are not a multiple
+# of its block size: at 40, of the lengths 16, 40, 100, 130 and 200 tried with
+# 4 and 6 heads, in fresh processes (upstream: "accuracy issue with kv length
+# not multiple of kv block size"). So the flex path only ever hands it whole
+# blocks: q, k and v are padded with zeros to a multiple of FLEX_BLOCK_SIZE
+# (torch's default block), the block mask keeps every padded key out of every
+# row, and the padded query rows are dropped.
 FLEX_BLOCK_SIZE = 128
 
 
@@ -262,180 +367,304 @@ def _whole_blocks(length: int) -> int:
 
 @functools.lru_cache(maxsize=16)
 def causal_block_mask(q_len: int, k_len: int, device: torch.device):
-    """FlexAttention's block mask for causal attention, query i at position ``k_len - q_len + i``,
-    over whole blocks: ``[whole_blocks(q_len), whole_blocks(k_len)]``, with the padded keys
-    (``j >= k_len``) masked for every query.
+    """FlexAttention's block mask for causal attention, query i at position
+    ``k_len - q_len + i``, over whole blocks: ``[whole_blocks(q_len),
+    whole_blocks(k_len)]``, with the padded keys (``j >= k_len``) masked for
+    every query.
 
-    Building one evaluates the mask at every (query, key) pair, a pass over a dense grid
-    (``python -m mixers.bench.alibi`` times it: ``create_block_mask``). It depends on nothing but
-    the two lengths and the device, so it is cached on exactly those: it cannot go stale. (The
-    ALiBi bias is never cached; the kernel computes it from the slopes.)
+    Building one evaluates the mask at every (query, key) pair, a pass over a
+    dense grid (``python -m mixers.bench.alibi`` times it:
+    ``create_block_mask``). It depends on nothing but the two lengths and the
+    device, so it is cached on exactly those: it cannot go stale. (The ALiBi
+    bias is never cached; the kernel computes it from the slopes.)
     """
     from torch.nn.attention.flex_attention import create_block_mask
 
-    offset = torch.tensor(k_len - q_len, device=device)  # tensors: no recompiling per length
+    # tensors: no recompiling per length
+    offset = torch.tensor(k_len - q_len, device=device)
     keys = torch.tensor(k_len, device=device)
 
     def causal(b, h, q_idx, kv_idx):
         return (kv_idx <= q_idx + offset) & (kv_idx < keys)
 
-    return create_block_mask(causal, None, None, _whole_blocks(q_len), _whole_blocks(k_len), device=device)
+    return create_block_mask(
+        causal,
+        None,
+        None,
+        _whole_blocks(q_len),
+        _whole_blocks(k_len),
+        device=device,
+    )
 
 
 def _pad_positions(x: Tensor, length: int, value=0.0) -> Tensor:
-    """``x [..., seq, d]`` padded with ``value`` along seq to ``length`` (a new, contiguous tensor)."""
+    """``x [..., seq, d]`` padded with ``value`` along seq to ``length`` (a
+    new, contiguous tensor)."""
     return F.pad(x, (0, 0, 0, length - x.shape[-2]), value=value).contiguous()
 
 
 class AlibiMultiHeadAttention(MultiHeadAttention):
     """Multi-head attention with ALiBi biases instead of position embeddings.
 
-    The same constructor arguments, defaults and forward as ``MultiHeadAttention``: query
-    ``[batch, q_len, d_model]``, key/value ``[batch, k_len, kdim/vdim]`` (None: self-attention)
-    -> ``[batch, q_len, d_model]``, or ``(output, weights [batch, heads, q_len, k_len])`` with
-    ``need_weights=True``; ``mask`` True = may attend, ``token_mask`` True = real key token.
-    Head h adds ``-slopes[h] · (i - j)`` to its scores; a causal layer masks future keys, a
-    bidirectional one (``causal=False``, the default of the whole family) uses
-    ``-slopes[h] · |i - j|`` (beyond the paper, which studies causal language models only).
+    The same constructor arguments, defaults and forward as
+    ``MultiHeadAttention``: query ``[batch, q_len, d_model]``, key/value
+    ``[batch, k_len, kdim/vdim]`` (None: self-attention) -> ``[batch, q_len,
+    d_model]``, or ``(output, weights [batch, heads, q_len, k_len])`` with
+    ``need_weights=True``; ``mask`` True = may attend, ``token_mask`` True =
+    real key token. Head h adds ``-slopes[h] · (i - j)`` to its scores; a
+    causal layer masks future keys, a bidirectional one (``causal=False``, the
+    default of the whole family) uses ``-slopes[h] · |i - j|`` (beyond the
+    paper, which studies causal language models only).
 
-    Query i sits at position ``k_len - q_len + i``: calling it with the last q_len tokens as the
-    query and all k_len tokens so far as key and value gives the last q_len rows of the full pass
-    (incremental decoding). With left padding, mark the pads False in ``token_mask``; the real
-    tokens then get the unpadded result, since the bias only sees differences of positions.
+    Query i sits at position ``k_len - q_len + i``: calling it with the last
+    q_len tokens as the query and all k_len tokens so far as key and value
+    gives the last q_len rows of the full pass (incremental decoding). With
+    left padding, mark the pads False in ``token_mask``; the real tokens then
+    get the unpadded result, since the bias only sees differences of positions.
 
-    Backends (``backend``, settable on the instance), all computing the same function:
+    Backends (``backend``, settable on the instance), all computing the same
+    function:
 
-    - ``"eager"``: ``mixers.attention.dot_product_attention`` with the bias; returns weights;
-    - ``"sdpa"``: torch's fused SDPA with the bias (and -inf for masked keys) as one additive
-      float mask in the query's dtype -- the base class does this with ``attention_bias``. In
-      bfloat16 that mask rounds far distances: ``m · d`` keeps 8 significant bits, so at
-      ``m · d = 500`` the bias is off by up to 1 (a factor e in the weight);
-    - ``"flex"``: ``torch.nn.attention.flex_attention``, compiled for static shapes: the bias is
-      computed inside the kernel by a ``score_mod`` (on float32 scores) and the masks become a
-      ``block_mask``, so no ``[q_len, k_len]`` bias is materialised and fully masked blocks are
-      skipped. No attention dropout (it raises while training with ``dropout > 0``) and, on a
-      CPU, no backward pass (torch has none there: it raises before running); float32/bf16/fp16.
+    - ``"eager"``: ``mixers.attention.dot_product_attention`` with the bias;
+      returns weights;
+    - ``"sdpa"``: torch's fused SDPA with the bias (and -inf for masked keys)
+      as one additive float mask in the query's dtype -- the base class does
+      this with ``attention_bias``. In bfloat16 that mask rounds far distances:
+      ``m · d`` keeps 8 significant bits, so at ``m · d = 500`` the bias is off
+      by up to 1 (a factor e in the weight);
+    - ``"flex"``: ``torch.nn.attention.flex_attention``, compiled for static
+      shapes: the bias is computed inside the kernel by a ``score_mod`` (on
+      float32 scores) and the masks become a ``block_mask``, so no ``[q_len,
+      k_len]`` bias is materialised and fully masked blocks are skipped. No
+      attention dropout (it raises while training with ``dropout > 0``) and, on
+      a CPU, no backward pass (torch has none there: it raises before running);
+      float32/bf16/fp16.
 
-    ``slopes`` is a non-persistent buffer (not in the state dict; it moves with ``.to()``). The
-    eager and SDPA paths keep the last bias they built and reuse it while the lengths, device,
-    dtype, causality and slopes stay the same (``attention_bias``).
+    ``slopes`` is a non-persistent buffer (not in the state dict; it moves with
+    ``.to()``). The eager and SDPA paths keep the last bias they built and
+    reuse it while the lengths, device, dtype, causality and slopes stay the
+    same (``attention_bias``).
     """
 
     BACKENDS = ("eager", "sdpa", "flex")
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
-                 causal: bool = False, kdim: int | None = None, vdim: int | None = None,
-                 backend: str = "sdpa", scale: float | None = None, cpu_bf16_sdpa_in_float32: bool = True):
-        super().__init__(d_model, n_heads, dropout=dropout, bias=bias, causal=causal, kdim=kdim, vdim=vdim,
-                         backend=backend, scale=scale, cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32)
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        causal: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        backend: str = "sdpa",
+        scale: float | None = None,
+        cpu_bf16_sdpa_in_float32: bool = True,
+    ):
+        super().__init__(
+            d_model,
+            n_heads,
+            dropout=dropout,
+            bias=bias,
+            causal=causal,
+            kdim=kdim,
+            vdim=vdim,
+            backend=backend,
+            scale=scale,
+            cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32,
+        )
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
-        self._bias_cache: tuple[tuple, Tensor] | None = None  # (what it was built for, the bias)
+        # (what it was built for, the bias)
+        self._bias_cache: tuple[tuple, Tensor] | None = None
 
     def _exact_slopes(self, device) -> Tensor:
-        # model.half() / .to(torch.bfloat16) also casts this buffer, rounding the slopes to 11 or 8
-        # bits; rebuild them then. (Autocast, the recommended route, leaves the buffer float32.)
+        # model.half() / .to(torch.bfloat16) also casts this buffer, rounding
+        # the slopes to 11 or 8 bits; rebuild them then. (Autocast, the
+        # recommended route, leaves the buffer float32.)
         if self.slopes.dtype in (torch.float32, torch.float64):
             return self.slopes.to(device)
         return alibi_slopes(self.n_heads).to(device)
 
-    # A causal ALiBi bias keeps the diagonal (no query is left with nothing to read) and holds
-    # -inf above it (no causal mask is needed on top); a bidirectional one holds no -inf at all.
+    # A causal ALiBi bias keeps the diagonal (no query is left with nothing to
+    # read) and holds -inf above it (no causal mask is needed on top); a
+    # bidirectional one holds no -inf at all.
     bias_may_empty_rows = False
     bias_masks_future = True
 
     def attention_bias(self, q_len: int, k_len: int, device, dtype) -> Tensor:
-        """``alibi_bias`` for this call: ``[heads, q_len, k_len]``, -inf above the diagonal if causal.
+        """``alibi_bias`` for this call: ``[heads, q_len, k_len]``, -inf above
+        the diagonal if causal.
 
-        Built once and kept while the calls ask for the same lengths, device, dtype, causality
-        and slopes (a model at its training length asks for the same every step): rebuilding it
-        cost more than the attention kernel itself at L = 2048. The key holds everything the bias
-        depends on, the slopes buffer's identity and version included, so it cannot go stale.
-        Under ``torch.compile`` it is built in the graph instead, where the compiler fuses it.
+        Built once and kept while the calls ask for the same lengths, device,
+        dtype, causality and slopes (a model at its training length asks for
+        the same every step): rebuilding it cost more than the attention kernel
+        itself at L = 2048. The key holds everything the bias depends on, the
+        slopes buffer's identity and version included, so it cannot go stale.
+        Under ``torch.compile`` it is built in the graph instead, where the
+        compiler fuses it.
         """
         device = torch.device(device)
-        key = (q_len, k_len, device, dtype, self.causal, self.slopes.data_ptr(), self.slopes._version)
+        key = (
+            q_len,
+            k_len,
+            device,
+            dtype,
+            self.causal,
+            self.slopes.data_ptr(),
+            self.slopes._version,
+        )
         if torch.compiler.is_compiling():
             return self._build_bias(q_len, k_len, device, dtype)
         if self._bias_cache is None or self._bias_cache[0] != key:
-            self._bias_cache = (key, self._build_bias(q_len, k_len, device, dtype))
+            self._bias_cache = (
+                key,
+                self._build_bias(q_len, k_len, device, dtype),
+            )
         return self._bias_cache[1]
 
     def _build_bias(self, q_len: int, k_len: int, device, dtype) -> Tensor:
-        return alibi_bias(self._exact_slopes(device), q_len, k_len, causal=self.causal,
-                          symmetric=not self.causal, device=device, dtype=dtype)
+        return alibi_bias(
+            self._exact_slopes(device),
+            q_len,
+            k_len,
+            causal=self.causal,
+            symmetric=not self.causal,
+            device=device,
+            dtype=dtype,
+        )
 
-    def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, *,
-                mask: Tensor | None = None, token_mask: Tensor | None = None,
-                need_weights: bool = False, cache=None):
-        # The base class runs "eager" and "sdpa" (and anything with need_weights, which is eager,
-        # or a decoding step with a KVCache: one query row, where a whole-block kernel would
-        # waste 127 of 128 rows); only "flex" needs a path of its own, because the bias must not
-        # be materialised for it.
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        mask: Tensor | None = None,
+        token_mask: Tensor | None = None,
+        need_weights: bool = False,
+        cache=None,
+    ):
+        # The base class runs "eager" and "sdpa" (and anything with
+        # need_weights, which is eager, or a decoding step with a KVCache: one
+        # query row, where a whole-block kernel would waste 127 of 128 rows);
+        # only "flex" needs a path of its own, because the bias must not be
+        # materialised for it.
         if self.backend != "flex" or need_weights or cache is not None:
-            return super().forward(query, key, value, mask=mask, token_mask=token_mask,
-                                   need_weights=need_weights, cache=cache)
+            return super().forward(
+                query,
+                key,
+                value,
+                mask=mask,
+                token_mask=token_mask,
+                need_weights=need_weights,
+                cache=cache,
+            )
         return self._flex_forward(query, key, value, mask, token_mask)
 
     def _flex_forward(self, query, key, value, mask, token_mask) -> Tensor:
         if self.training and self.dropout > 0:
-            raise ValueError(f"backend='flex' has no attention dropout, but dropout={self.dropout} while "
-                             "training: use backend 'sdpa' or 'eager' to train with dropout")
+            raise ValueError(
+                "backend='flex' has no attention dropout, but"
+                f" dropout={self.dropout} while training: use backend 'sdpa'"
+                " or 'eager' to train with dropout"
+            )
         q, k, v, _ = self._project(query, key, value, mask, token_mask)
         batch, heads, q_len, _ = q.shape
         k_len = k.shape[-2]
-        _default_q_offset(q_len, k_len)  # the queries must be the last q_len keys
-        if q.device.type == "cpu" and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
-            # Checked here, not left to torch: a compiled call that raises inside its backward is
-            # not retried, and later calls in the process ran several times slower.
+        # the queries must be the last q_len keys
+        _default_q_offset(q_len, k_len)
+        if (
+            q.device.type == "cpu"
+            and torch.is_grad_enabled()
+            and any(x.requires_grad for x in (q, k, v))
+        ):
+            # Checked here, not left to torch: a compiled call that raises
+            # inside its backward is not retried, and later calls in the
+            # process ran several times slower.
             raise NotImplementedError(
-                f"backend='flex' has no backward pass on a CPU (torch {torch.__version__}): use backend='sdpa' "
-                "to train on a CPU, or call it under torch.no_grad() (or torch.inference_mode()) for inference")
+                "backend='flex' has no backward pass on a CPU (torch"
+                f" {torch.__version__}): use backend='sdpa' to train on a CPU,"
+                " or call it under torch.no_grad() (or"
+                " torch.inference_mode()) for inference"
+            )
         score_mod = self._flex_score_mod(q.device, k_len - q_len)
-        block_mask = self._flex_block_mask(mask, token_mask, (batch, heads, q_len, k_len), q.device)
-        # Whole blocks only (see FLEX_BLOCK_SIZE); the copies also give torch's CPU kernel each
-        # head as one contiguous [seq, d_head] block, which it reads faster than the projections'
-        # interleaved layout, by more than the copies cost.
+        block_mask = self._flex_block_mask(
+            mask, token_mask, (batch, heads, q_len, k_len), q.device
+        )
+        # Whole blocks only (see FLEX_BLOCK_SIZE); the copies also give torch's
+        # CPU kernel each head as one contiguous [seq, d_head] block, which it
+        # reads faster than the projections' interleaved layout, by more than
+        # the copies cost.
         q = _pad_positions(q, _whole_blocks(q_len))
         k, v = (_pad_positions(x, _whole_blocks(k_len)) for x in (k, v))
-        scale = 1.0 / math.sqrt(self.d_head) if self.scale is None else self.scale
-        out = _run_flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
-        return self.out_proj(self._merge_heads(out[:, :, :q_len]))
+        scale = (
+            1.0 / math.sqrt(self.d_head) if self.scale is None else self.scale
+        )
+        out = _run_flex(
+            q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale
+        )
+        return self.out_proj(self.merge_heads(out[:, :, :q_len]))
 
     def _flex_score_mod(self, device, q_offset: int):
-        """The ALiBi bias as FlexAttention's ``score_mod``, computed inside the kernel from the
-        slopes: ``-m_h (i - j)``, or ``-m_h |i - j|`` when not causal, query i at ``q_offset + i``."""
-        # Tensors, not Python numbers, so that new slopes or offsets do not recompile the kernel.
+        """The ALiBi bias as FlexAttention's ``score_mod``, computed inside the
+        kernel from the slopes: ``-m_h (i - j)``, or ``-m_h |i - j|`` when not
+        causal, query i at ``q_offset + i``.
+        """
+        # Tensors, not Python numbers, so that new slopes or offsets do not
+        # recompile the kernel.
         slopes = self._exact_slopes(device).float()
         offset = torch.tensor(q_offset, device=device)
         if self.causal:
+
             def score_mod(score, b, h, q_idx, kv_idx):
                 return score - slopes[h] * (q_idx + offset - kv_idx)
+
         else:
+
             def score_mod(score, b, h, q_idx, kv_idx):
                 return score - slopes[h] * (q_idx + offset - kv_idx).abs()
+
         return score_mod
 
     def _flex_block_mask(self, mask, token_mask, scores_shape, device):
-        """FlexAttention's block mask over whole blocks: causality, padding and the caller's mask,
-        each read inside the kernel from a small tensor, and never a padded key."""
+        """FlexAttention's block mask over whole blocks: causality, padding and
+        the caller's mask, each read inside the kernel from a small tensor, and
+        never a padded key.
+        """
         batch, heads, q_len, k_len = scores_shape
-        if self.causal and mask is None and token_mask is None:  # causality alone: the common case, cached
+        # causality alone: the common case, cached
+        if self.causal and mask is None and token_mask is None:
             return causal_block_mask(q_len, k_len, device)
         from torch.nn.attention.flex_attention import create_block_mask
 
         padded_q, padded_k = _whole_blocks(q_len), _whole_blocks(k_len)
-        keys, offset = torch.tensor(k_len, device=device), torch.tensor(k_len - q_len, device=device)
+        keys, offset = (
+            torch.tensor(k_len, device=device),
+            torch.tensor(k_len - q_len, device=device),
+        )
         conditions = [lambda b, h, q_idx, kv_idx: kv_idx < keys]
-        mask_batch = mask_heads = None  # None: the block mask broadcasts over that dim
+        # None: the block mask broadcasts over that dim
+        mask_batch = mask_heads = None
         if self.causal:
-            conditions.append(lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + offset)
-        if token_mask is not None:  # [batch, k_len], True = real; padded keys False
+            conditions.append(
+                lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + offset
+            )
+        # [batch, k_len], True = real; padded keys False
+        if token_mask is not None:
             keep = F.pad(token_mask, (0, padded_k - k_len), value=False)
             conditions.append(lambda b, h, q_idx, kv_idx: keep[b, kv_idx])
             mask_batch = batch
-        if mask is not None:  # [q_len, k_len] or [batch|1, heads|1, q_len, k_len], checked by _project
-            attend = F.pad(mask.expand(scores_shape), (0, padded_k - k_len, 0, padded_q - q_len), value=False)
-            conditions.append(lambda b, h, q_idx, kv_idx: attend[b, h, q_idx, kv_idx])
+        # [q_len, k_len] or [batch|1, heads|1, q_len, k_len], checked by
+        # _project
+        if mask is not None:
+            attend = F.pad(
+                mask.expand(scores_shape),
+                (0, padded_k - k_len, 0, padded_q - q_len),
+                value=False,
+            )
+            conditions.append(
+                lambda b, h, q_idx, kv_idx: attend[b, h, q_idx, kv_idx]
+            )
             mask_batch, mask_heads = batch, heads
 
         def mask_mod(b, h, q_idx, kv_idx):
@@ -444,53 +673,6 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
                 allowed = allowed & condition(b, h, q_idx, kv_idx)
             return allowed
 
-        return create_block_mask(mask_mod, mask_batch, mask_heads, padded_q, padded_k, device=device)
-
-
-# ---------------------------------------------------------------------------------------------
-# labml.ai's layout, kept as the benchmark's "before"
-
-
-def labml_style_alibi_attention(q: Tensor, k: Tensor, v: Tensor, slopes, causal: bool = True) -> Tensor:
-    """ALiBi attention laid out as in labml.ai's annotated implementation -- deliberately naive;
-    the book's benchmark "before".
-
-    q, k, v: ``[batch, heads, seq, d_head]`` (self-attention: one length); slopes: ``[heads]`` or a
-    head count. Returns ``[batch, heads, seq, d_head]``, equal to causal ALiBi attention.
-
-    Internally it follows labml's layout: tensors permuted to ``[seq, batch, heads, d]``, scores
-    materialised as ``[seq, seq, batch, heads]`` by einsum, the bias in the form ``m · j`` (equal
-    to ``-m · (i - j)`` up to a per-row constant) built as its own ``[seq, seq, heads]`` tensor and
-    added, masked with ``masked_fill``, softmax over dim 1. Why it is slow:
-
-    - every step materialises a full ``[seq, seq, batch, heads]`` tensor (scores, scores + bias,
-      masked scores, weights): four O(seq²) tensors in memory where a fused kernel keeps none;
-    - the softmax and the second einsum reduce over dim 1, a strided, non-innermost dim, and the
-      einsums must permute their operands into a batched-matmul layout (copies);
-    - nothing is fused: bias, mask and softmax are separate passes over memory, and work is spent
-      on the masked half of the scores that a causal kernel would skip.
-
-    Only ``m · j`` is correct here because of the causal mask's per-row softmax; for
-    bidirectional use it would *favour* distant future keys (``-m · |i - j|`` is needed).
-    """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        check_tensor(x, name, "[batch, heads, seq, d_head]", ndim=4)
-    if k.shape != q.shape or v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"q, k, v must have shapes [batch, heads, seq, d_head] with one seq (self-attention), "
-                         f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
-    batch, heads, seq, d_head = q.shape
-    slopes = _as_slopes(slopes, "slopes").to(device=q.device, dtype=q.dtype)
-    if slopes.shape != (heads,):
-        raise ValueError(f"slopes must have shape [heads={heads}], got {tuple(slopes.shape)}")
-
-    q, k, v = (x.permute(2, 0, 1, 3) for x in (q, k, v))                    # [seq, batch, heads, d]
-    scores = torch.einsum("ibhd,jbhd->ijbh", q, k) / math.sqrt(d_head)      # [seq, seq, batch, heads]
-    distance = torch.arange(seq, device=q.device, dtype=q.dtype).expand(seq, seq)   # [i, j] -> j
-    bias = distance[:, :, None] * slopes[None, None, :]                     # [seq, seq, heads]: m · j
-    scores = scores + bias[:, :, None, :]
-    if causal:
-        allowed = causal_mask(seq, device=q.device)
-        scores = scores.masked_fill(~allowed[:, :, None, None], float("-inf"))
-    weights = torch.softmax(scores, dim=1)
-    out = torch.einsum("ijbh,jbhd->ibhd", weights, v)                       # [seq, batch, heads, d]
-    return out.permute(1, 2, 0, 3)
+        return create_block_mask(
+            mask_mod, mask_batch, mask_heads, padded_q, padded_k, device=device
+        )

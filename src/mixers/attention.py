@@ -1,26 +1,35 @@
-"""Attention: the token mixer that lets every position read from every other one.
+"""Attention: the token mixer that lets every position read from every other
+one.
 
-Each layer here computes ``softmax(score(q, k)) @ v``; they differ only in the score:
+Each layer here computes ``softmax(score(q, k)) @ v``; they differ only in the
+score:
 
-- scaled dot product, ``q·k / sqrt(d_k)`` (Vaswani et al., 2017): ``dot_product_attention``,
-  ``DotProductAttention`` and, with learned projections and several heads, ``MultiHeadAttention``;
-- additive, ``vᵀ tanh(W_q q + W_k k)`` (Bahdanau et al., 2015): ``AdditiveAttention``, and its
-  one-vector cousin ``SingleLayerAttention``;
-- trilinear, read in both directions (BiDAF, Seo et al., 2017): ``BiAttention``.
+- scaled dot product, ``q·k / sqrt(d_k)`` (Vaswani et al., 2017):
+  ``dot_product_attention``, ``DotProductAttention`` and, with learned
+  projections and several heads, ``MultiHeadAttention``;
+- additive, ``vᵀ tanh(W_q q + W_k k)`` (Bahdanau et al., 2015):
+  ``AdditiveAttention``, and its one-vector cousin ``SingleLayerAttention``;
+- trilinear, read in both directions (BiDAF, Seo et al., 2017):
+  ``BiAttention``.
 
 Conventions shared by everything below:
 
-- tensors are batch-first, ``[batch, seq, d_model]``; heads are ``[batch, heads, seq, d_head]``,
-  the layout of ``torch.nn.functional.scaled_dot_product_attention``;
-- every boolean mask is True where reading is allowed (the package's one convention, see
-  ``mixers``): a pairwise ``mask`` ``[..., q_len, k_len]`` is True where query i *may attend* to
-  key j (as in torch's SDPA); a per-token ``token_mask`` ``[batch, k_len]`` is True at *real* key
-  tokens and False at padding (the opposite of ``torch.nn.MultiheadAttention``'s
+- tensors are batch-first, ``[batch, seq, d_model]``; heads are ``[batch,
+  heads, seq, d_head]``, the layout of
+  ``torch.nn.functional.scaled_dot_product_attention``;
+- every boolean mask is True where reading is allowed (the package's one
+  convention, see ``mixers``): a pairwise ``mask`` ``[..., q_len, k_len]`` is
+  True where query i *may attend* to key j (as in torch's SDPA); a per-token
+  ``token_mask`` ``[batch, k_len]`` is True at *real* key tokens and False at
+  padding (the opposite of ``torch.nn.MultiheadAttention``'s
   ``key_padding_mask``). A mask that allows nothing is refused as inverted;
-- a masked key gets exactly zero weight, and a query with nothing to attend to gets zero
-  weights and a zero output -- never NaN, in the forward or the backward pass;
-- every layer returns its output, or ``(output, weights)`` with ``need_weights=True``;
-- every sequence holds at least one position: an empty one is refused with a ``ValueError``.
+- a masked key gets exactly zero weight, and a query with nothing to attend to
+  gets zero weights and a zero output -- never NaN, in the forward or the
+  backward pass;
+- every layer returns its output, or ``(output, weights)`` with
+  ``need_weights=True``;
+- every sequence holds at least one position: an empty one is refused with a
+  ``ValueError``.
 """
 
 from __future__ import annotations
@@ -31,40 +40,77 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import (check_attention_mask, check_broadcasts, check_dropout, check_every_query_reads,
-                      check_positive_int, check_scale, check_tensor, check_token_mask)
+from ._checks import (
+    check_attention_mask,
+    check_broadcasts,
+    check_dropout,
+    check_every_query_reads,
+    check_non_negative_int,
+    check_positive_int,
+    check_scale,
+    check_tensor,
+    check_token_mask,
+)
 
 __all__ = [
-    "dot_product_attention", "masked_softmax", "causal_mask", "token_mask_to_attention_mask",
-    "DotProductAttention", "SingleLayerAttention", "AdditiveAttention", "MultiHeadAttention",
-    "BiAttention", "fused_attention", "zero_padding", "KVCache",
+    "dot_product_attention",
+    "masked_softmax",
+    "causal_mask",
+    "token_mask_to_attention_mask",
+    "DotProductAttention",
+    "SingleLayerAttention",
+    "AdditiveAttention",
+    "MultiHeadAttention",
+    "BiAttention",
+    "fused_attention",
+    "zero_padding",
+    "KVCache",
 ]
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # torch's fused kernel, and where it runs faster in float32.
 
 
-def fused_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, *,
-                    cpu_bf16_in_float32: bool = True, **kwargs) -> Tensor:
-    """``torch.nn.functional.scaled_dot_product_attention``, but bf16 on the CPU runs in float32.
+def fused_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Tensor | None = None,
+    *,
+    cpu_bf16_in_float32: bool = True,
+    **kwargs,
+) -> Tensor:
+    """``torch.nn.functional.scaled_dot_product_attention``, but bf16 on the
+    CPU runs in float32.
 
-    Under CPU autocast, q, k and v arrive in bfloat16, and torch's CPU flash-attention kernel is
-    slower in bfloat16 than in float32 (torch 2.13 on one AVX-512 CPU; ``python -m
-    mixers.bench.cpu_precision`` measures it), while the projections around it are faster. So with
-    ``cpu_bf16_in_float32=True`` the scores are computed in float32 there -- faster on that CPU
-    and more exact -- and the output is cast back to bf16. Any other dtype or device, or
-    ``cpu_bf16_in_float32=False``: torch's call as is. ``attn_mask`` and ``kwargs`` are torch's.
+    Under CPU autocast, q, k and v arrive in bfloat16, and torch's CPU
+    flash-attention kernel is slower in bfloat16 than in float32 (torch 2.13 on
+    one AVX-512 CPU; ``python -m mixers.bench.cpu_precision`` measures it),
+    while the projections around it are faster. So with
+    ``cpu_bf16_in_float32=True`` the scores are computed in float32 there --
+    faster on that CPU and more exact -- and the output is cast back to bf16.
+    Any other dtype or device, or ``cpu_bf16_in_float32=False``: torch's call
+    as is. ``attn_mask`` and ``kwargs`` are torch's.
     """
-    if not cpu_bf16_in_float32 or q.device.type != "cpu" or q.dtype != torch.bfloat16:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, **kwargs)
+    if (
+        not cpu_bf16_in_float32
+        or q.device.type != "cpu"
+        or q.dtype != torch.bfloat16
+    ):
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, **kwargs
+        )
     if attn_mask is not None and attn_mask.dtype != torch.bool:
         attn_mask = attn_mask.float()
-    with torch.autocast("cpu", enabled=False):  # CPU autocast would cast the inputs back to bf16
-        out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=attn_mask, **kwargs)
+    # CPU autocast would cast the inputs back to bf16
+    with torch.autocast("cpu", enabled=False):
+        out = F.scaled_dot_product_attention(
+            q.float(), k.float(), v.float(), attn_mask=attn_mask, **kwargs
+        )
     return out.to(q.dtype)
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # Input checks. Each error names the argument and the shape it expected.
 
 
@@ -72,110 +118,169 @@ def _check_bias(bias, target) -> None:
     """An additive float bias broadcastable to the scores' shape ``target``."""
     if not isinstance(bias, Tensor) or not bias.is_floating_point():
         got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
-        raise TypeError(f"bias must be a floating-point (additive) tensor broadcastable to [..., q_len, k_len], got {got}")
+        raise TypeError(
+            "bias must be a floating-point (additive) tensor broadcastable to"
+            f" [..., q_len, k_len], got {got}"
+        )
     check_broadcasts(bias, target, "bias")
 
 
 def _check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:
-    """Checks q [..., q_len, d_k], k [..., k_len, d_k], v [..., k_len, d_v]; returns the scores' shape."""
+    """Checks q [..., q_len, d_k], k [..., k_len, d_k], v [..., k_len, d_v];
+    returns the scores' shape."""
     check_tensor(q, "q", "[..., q_len, d_k]")
     check_tensor(k, "k", "[..., k_len, d_k]")
     check_tensor(v, "v", "[..., k_len, d_v]")
     if same_d and k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k must have the last dim d_k={q.shape[-1]} of q, got shape {tuple(k.shape)}")
+        raise ValueError(
+            f"k must have the last dim d_k={q.shape[-1]} of q, got shape"
+            f" {tuple(k.shape)}"
+        )
     if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"v must have shape [..., k_len={k.shape[-2]}, d_v] like k, got {tuple(v.shape)}")
+        raise ValueError(
+            f"v must have shape [..., k_len={k.shape[-2]}, d_v] like k, got"
+            f" {tuple(v.shape)}"
+        )
     try:
-        batch_shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch_shape = torch.broadcast_shapes(
+            q.shape[:-2], k.shape[:-2], v.shape[:-2]
+        )
     except RuntimeError:
-        raise ValueError(f"the leading dims of q {tuple(q.shape)}, k {tuple(k.shape)} and "
-                         f"v {tuple(v.shape)} must broadcast") from None
+        raise ValueError(
+            f"the leading dims of q {tuple(q.shape)}, k {tuple(k.shape)} and "
+            f"v {tuple(v.shape)} must broadcast"
+        ) from None
     return (*batch_shape, q.shape[-2], k.shape[-2])
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # Functions: the softmax, the masks, and attention itself.
 
 
-def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
-    """Softmax of ``scores`` over ``dim`` that gives masked entries exactly zero weight.
+def masked_softmax(
+    scores: Tensor, mask: Tensor | None = None, dim: int = -1
+) -> Tensor:
+    """Softmax of ``scores`` over ``dim`` that gives masked entries exactly
+    zero weight.
 
-    scores: ``[..., n]`` floats; entries equal to -inf (say, from an additive bias) count as masked.
-    mask:   bool broadcastable to ``scores``, True = keep.
-    Returns weights of the shape of ``scores``; a row with nothing left gets all zeros.
+    scores: ``[..., n]`` floats; entries equal to -inf (say, from an additive
+    bias) count as masked. mask:   bool broadcastable to ``scores``, True =
+    keep. Returns weights of the shape of ``scores``; a row with nothing left
+    gets all zeros.
     """
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    # A row that is all -inf would be exp(-inf) / sum = 0/0 = NaN. Zeroing it afterwards would fix
-    # the forward pass only: the softmax's backward multiplies by its NaN output, and NaN * 0 is
-    # NaN. So such rows get finite scores before the softmax, and zero weights after it.
+    # A row that is all -inf would be exp(-inf) / sum = 0/0 = NaN. Zeroing it
+    # afterwards would fix the forward pass only: the softmax's backward
+    # multiplies by its NaN output, and NaN * 0 is NaN. So such rows get finite
+    # scores before the softmax, and zero weights after it.
     empty_rows = (scores == float("-inf")).all(dim=dim, keepdim=True)
     weights = torch.softmax(scores.masked_fill(empty_rows, 0.0), dim=dim)
     return weights.masked_fill(empty_rows, 0.0)
 
 
-def causal_mask(q_len: int, k_len: int | None = None, device=None) -> Tensor:
-    """Bool ``[q_len, k_len]``, True where query i may attend to key j, i.e. key j is not in its future.
+def causal_mask(
+    q_len: int, k_len: int | None = None, device=None, q_offset=None
+) -> Tensor:
+    """Bool ``[q_len, k_len]``, True where query i may attend to key j, i.e.
+    key j is not in its future: ``j <= q_offset + i``.
 
-    Query i sits at position ``k_len - q_len + i``: the queries are the *last* q_len of the k_len
-    positions, which is what a key/value cache holds when decoding q_len new tokens.
+    Query i sits at index ``q_offset + i`` among the keys, by default
+    ``k_len - q_len + i``: the queries are the *last* q_len of the k_len
+    positions, which is what a key/value cache holds when decoding q_len new
+    tokens. The package's one causal mask: attention, ALiBi's bias and gMLP's
+    W all take theirs from here.
     """
     check_positive_int("q_len", q_len)
     k_len = q_len if k_len is None else check_positive_int("k_len", k_len)
-    if k_len < q_len:
-        raise ValueError(f"causal_mask needs q_len <= k_len (the queries are the last q_len keys), "
-                         f"got q_len={q_len}, k_len={k_len}")
-    query_positions = torch.arange(k_len - q_len, k_len, device=device)
-    key_positions = torch.arange(k_len, device=device)
-    return key_positions[None, :] <= query_positions[:, None]
+    if q_offset is None:
+        if k_len < q_len:
+            raise ValueError(
+                "causal_mask needs q_len <= k_len (the queries are the last"
+                f" q_len keys), got q_len={q_len}, k_len={k_len}; or pass"
+                " q_offset"
+            )
+        q_offset = k_len - q_len
+    else:
+        check_non_negative_int("q_offset", q_offset)
+    query_index = torch.arange(q_offset, q_offset + q_len, device=device)
+    key_index = torch.arange(k_len, device=device)
+    return key_index[None, :] <= query_index[:, None]
 
 
 def zero_padding(x: Tensor, token_mask: Tensor | None) -> Tensor:
-    """x ``[batch, seq, ...]`` with its padded positions (``token_mask`` ``[batch, seq]`` False)
-    set to 0; x itself when token_mask is None.
+    """x ``[batch, seq, ...]`` with its padded positions (``token_mask``
+    ``[batch, seq]`` False) set to 0; x itself when token_mask is None.
 
-    ``torch.where``, not ``x * mask``: 0 · inf and 0 · NaN are NaN, whereas a selected zero is
-    zero whatever the padding held, and passes a zero gradient back to it. Zeroing matters even
-    where no real output reads a padded position: a layer's weight gradient sums over every
-    position, so a NaN left there would reach it as 0 · NaN = NaN.
+    ``torch.where``, not ``x * mask``: 0 · inf and 0 · NaN are NaN, whereas a
+    selected zero is zero whatever the padding held, and passes a zero gradient
+    back to it. Zeroing matters even where no real output reads a padded
+    position: a layer's weight gradient sums over every position, so a NaN left
+    there would reach it as 0 · NaN = NaN.
     """
     if token_mask is None:
         return x
     keep = token_mask.view(*token_mask.shape, *[1] * (x.dim() - 2))
-    return torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))
+    return torch.where(
+        keep, x, torch.zeros((), dtype=x.dtype, device=x.device)
+    )
 
 
 def token_mask_to_attention_mask(token_mask: Tensor) -> Tensor:
-    """Turns a ``[batch, k_len]`` token mask (True = real token) into a ``[batch, 1, 1, k_len]``
-    "may attend" mask that broadcasts against ``[batch, heads, q_len, k_len]`` scores."""
-    if not isinstance(token_mask, Tensor) or token_mask.dtype != torch.bool or token_mask.dim() != 2:
-        got = f"{token_mask.dtype} {tuple(token_mask.shape)}" if isinstance(token_mask, Tensor) else type(token_mask).__name__
-        raise TypeError(f"token_mask must be a bool tensor [batch, k_len] (True = real token), got {got}")
+    """Turns a ``[batch, k_len]`` token mask (True = real token) into a
+    ``[batch, 1, 1, k_len]`` "may attend" mask that broadcasts against
+    ``[batch, heads, q_len, k_len]`` scores.
+    """
+    if (
+        not isinstance(token_mask, Tensor)
+        or token_mask.dtype != torch.bool
+        or token_mask.dim() != 2
+    ):
+        got = (
+            f"{token_mask.dtype} {tuple(token_mask.shape)}"
+            if isinstance(token_mask, Tensor)
+            else type(token_mask).__name__
+        )
+        raise TypeError(
+            "token_mask must be a bool tensor [batch, k_len] (True = real"
+            f" token), got {got}"
+        )
     return token_mask[:, None, None, :]
 
 
-def dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-                          bias: Tensor | None = None, scale: float | None = None,
-                          dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
-    """Eager attention that also returns its weights: ``softmax(q kᵀ * scale + bias) v``.
+def dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[Tensor, Tensor]:
+    """Eager attention that also returns its weights: ``softmax(q kᵀ * scale +
+    bias) v``.
 
-    Unlike ``torch.nn.functional.scaled_dot_product_attention``, which returns the output alone,
-    this returns ``(output, weights)``: it is the reference the fused kernels are checked against.
+    Unlike ``torch.nn.functional.scaled_dot_product_attention``, which returns
+    the output alone, this returns ``(output, weights)``: it is the reference
+    the fused kernels are checked against.
 
-    q: ``[..., q_len, d_k]``, k: ``[..., k_len, d_k]``, v: ``[..., k_len, d_v]``.
-    mask: bool broadcastable to ``[..., q_len, k_len]``, True = may attend.
-    bias: float broadcastable to ``[..., q_len, k_len]``, added to the scores (ALiBi, relative positions).
-    scale: defaults to ``1/sqrt(d_k)``; ``scale=1.0`` gives the unscaled dot product.
-    dropout_p: dropout on the weights that multiply v (applied whenever > 0: pass 0 in eval).
-    Returns ``(output [..., q_len, d_v], weights [..., q_len, k_len])``; the weights are the
-    softmax before dropout, so each row sums to 1 (or is all zero, if it may attend to nothing).
+    q: ``[..., q_len, d_k]``, k: ``[..., k_len, d_k]``, v: ``[..., k_len,
+    d_v]``. mask: bool broadcastable to ``[..., q_len, k_len]``, True = may
+    attend. bias: float broadcastable to ``[..., q_len, k_len]``, added to the
+    scores (ALiBi, relative positions). scale: defaults to ``1/sqrt(d_k)``;
+    ``scale=1.0`` gives the unscaled dot product. dropout_p: dropout on the
+    weights that multiply v (applied whenever > 0: pass 0 in eval). Returns
+    ``(output [..., q_len, d_v], weights [..., q_len, k_len])``; the weights
+    are the softmax before dropout, so each row sums to 1 (or is all zero, if
+    it may attend to nothing).
     """
     scores_shape = _check_qkv(q, k, v)
     check_dropout(dropout_p, "dropout_p")
     scale = check_scale(scale)
     if scale is None:
-        # q·k sums d_k products: with unit-variance entries its variance is d_k. Dividing by
-        # sqrt(d_k) keeps scores O(1), so the softmax neither saturates nor starves its gradient.
+        # q·k sums d_k products: with unit-variance entries its variance is
+        # d_k. Dividing by sqrt(d_k) keeps scores O(1), so the softmax neither
+        # saturates nor starves its gradient.
         scale = 1.0 / math.sqrt(q.shape[-1])
     scores = (q @ k.transpose(-2, -1)) * scale
     if bias is not None:
@@ -188,42 +293,55 @@ def dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None =
     return dropped @ v, weights
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # Layers with a single score function.
 
 
 class DotProductAttention(nn.Module):
-    """``dot_product_attention`` as a module, with dropout on the weights while training.
+    """``dot_product_attention`` as a module, with dropout on the weights while
+    training.
 
-    forward(q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[..., k_len, d_v]``, mask, bias,
-    need_weights) -> output ``[..., q_len, d_v]``, or ``(output, weights [..., q_len, k_len])``.
+    forward(q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[..., k_len,
+    d_v]``, mask, bias, need_weights) -> output ``[..., q_len, d_v]``, or
+    ``(output, weights [..., q_len, k_len])``.
     """
 
     def __init__(self, dropout: float = 0.0, scale: float | None = None):
         super().__init__()
         self.dropout, self.scale = check_dropout(dropout), check_scale(scale)
 
-    def forward(self, q, k, v, mask=None, bias=None, need_weights: bool = False):
+    def forward(
+        self, q, k, v, mask=None, bias=None, need_weights: bool = False
+    ):
         dropout_p = self.dropout if self.training else 0.0
-        out, weights = dot_product_attention(q, k, v, mask, bias, self.scale, dropout_p)
+        out, weights = dot_product_attention(
+            q, k, v, mask, bias, self.scale, dropout_p
+        )
         return (out, weights) if need_weights else out
 
 
 class SingleLayerAttention(nn.Module):
-    """Attention scored by one learned vector: ``score(i, j) = LeakyReLU((q_i - k_j) · w)``.
+    """Attention scored by one learned vector: ``score(i, j) = LeakyReLU((q_i -
+    k_j) · w)``.
 
-    This is a variant of additive attention ``vᵀ tanh(W_q q_i + W_k k_j)`` with a one-unit hidden
-    layer: ``W_q = w``, ``W_k = -w`` (the same vector with a sign flip), LeakyReLU for tanh and
-    ``v = 1``. Since the score is monotone in ``q_i·w - k_j·w``, every query ranks the keys alike.
+    This is a variant of additive attention ``vᵀ tanh(W_q q_i + W_k k_j)`` with
+    a one-unit hidden layer: ``W_q = w``, ``W_k = -w`` (the same vector with a
+    sign flip), LeakyReLU for tanh and ``v = 1``. Since the score is monotone
+    in ``q_i·w - k_j·w``, every query ranks the keys alike.
 
-    forward(q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[..., k_len, d_v]``,
-    mask bool ``[..., q_len, k_len]``, need_weights) -> output ``[..., q_len, d_v]``, or
-    ``(output, weights [..., q_len, k_len])``.
+    forward(q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[..., k_len,
+    d_v]``, mask bool ``[..., q_len, k_len]``, need_weights) -> output ``[...,
+    q_len, d_v]``, or ``(output, weights [..., q_len, k_len])``.
     """
 
-    def __init__(self, d_k: int, dropout: float = 0.0, negative_slope: float = 0.01):
+    def __init__(
+        self, d_k: int, dropout: float = 0.0, negative_slope: float = 0.01
+    ):
         super().__init__()
-        self.d_k, self.negative_slope = check_positive_int("d_k", d_k), negative_slope
+        self.d_k, self.negative_slope = (
+            check_positive_int("d_k", d_k),
+            negative_slope,
+        )
         self.weight = nn.Parameter(torch.empty(d_k, 1))
         nn.init.xavier_normal_(self.weight)
         self.dropout = nn.Dropout(check_dropout(dropout))
@@ -231,13 +349,17 @@ class SingleLayerAttention(nn.Module):
     def forward(self, q, k, v, mask=None, need_weights: bool = False):
         scores_shape = _check_qkv(q, k, v)
         if q.shape[-1] != self.d_k:
-            raise ValueError(f"q must have shape [..., q_len, d_k={self.d_k}], got {tuple(q.shape)}")
+            raise ValueError(
+                f"q must have shape [..., q_len, d_k={self.d_k}], got"
+                f" {tuple(q.shape)}"
+            )
         if mask is not None:
             check_attention_mask(mask, scores_shape)
-        # (q_i - k_j)·w = q_i·w - k_j·w: two matrix-vector products and a broadcast subtraction
-        # give every score, without the [q_len, k_len, d_k] tensor of differences.
-        q_scores = q @ self.weight                                    # [..., q_len, 1]
-        k_scores = (k @ self.weight).transpose(-2, -1)                # [..., 1, k_len]
+        # (q_i - k_j)·w = q_i·w - k_j·w: two matrix-vector products and a
+        # broadcast subtraction give every score, without the [q_len, k_len,
+        # d_k] tensor of differences.
+        q_scores = q @ self.weight  # [..., q_len, 1]
+        k_scores = (k @ self.weight).transpose(-2, -1)  # [..., 1, k_len]
         scores = F.leaky_relu(q_scores - k_scores, self.negative_slope)
         weights = masked_softmax(scores, mask)
         out = self.dropout(weights) @ v
@@ -245,17 +367,25 @@ class SingleLayerAttention(nn.Module):
 
 
 class AdditiveAttention(nn.Module):
-    """Bahdanau attention: ``score(i, j) = vᵀ tanh(W_q q_i + W_k k_j)``; q and k may differ in width.
+    """Bahdanau attention: ``score(i, j) = vᵀ tanh(W_q q_i + W_k k_j)``; q and
+    k may differ in width.
 
-    ``W_q`` is ``q_proj``, ``W_k`` is ``k_proj`` and ``v`` is ``score_proj`` (no biases, Xavier init).
-    forward(q ``[..., q_len, d_q]``, k ``[..., k_len, d_k]``, v ``[..., k_len, d_v]``,
-    mask bool ``[..., q_len, k_len]``, need_weights) -> output ``[..., q_len, d_v]``, or
-    ``(output, weights [..., q_len, k_len])``.
+    ``W_q`` is ``q_proj``, ``W_k`` is ``k_proj`` and ``v`` is ``score_proj``
+    (no biases, Xavier init). forward(q ``[..., q_len, d_q]``, k ``[..., k_len,
+    d_k]``, v ``[..., k_len, d_v]``, mask bool ``[..., q_len, k_len]``,
+    need_weights) -> output ``[..., q_len, d_v]``, or ``(output, weights [...,
+    q_len, k_len])``.
     """
 
-    def __init__(self, d_q: int, d_k: int, d_hidden: int, dropout: float = 0.0):
+    def __init__(
+        self, d_q: int, d_k: int, d_hidden: int, dropout: float = 0.0
+    ):
         super().__init__()
-        for name, value in (("d_q", d_q), ("d_k", d_k), ("d_hidden", d_hidden)):
+        for name, value in (
+            ("d_q", d_q),
+            ("d_k", d_k),
+            ("d_hidden", d_hidden),
+        ):
             check_positive_int(name, value)
         self.q_proj = nn.Linear(d_q, d_hidden, bias=False)
         self.k_proj = nn.Linear(d_k, d_hidden, bias=False)
@@ -266,105 +396,164 @@ class AdditiveAttention(nn.Module):
 
     def forward(self, q, k, v, mask=None, need_weights: bool = False):
         scores_shape = _check_qkv(q, k, v, same_d=False)
-        if q.shape[-1] != self.q_proj.in_features or k.shape[-1] != self.k_proj.in_features:
-            raise ValueError(f"q and k must have shapes [..., q_len, d_q={self.q_proj.in_features}] and "
-                             f"[..., k_len, d_k={self.k_proj.in_features}], got {tuple(q.shape)}, {tuple(k.shape)}")
+        if (
+            q.shape[-1] != self.q_proj.in_features
+            or k.shape[-1] != self.k_proj.in_features
+        ):
+            raise ValueError(
+                "q and k must have shapes [..., q_len,"
+                f" d_q={self.q_proj.in_features}] and [..., k_len,"
+                f" d_k={self.k_proj.in_features}], got {tuple(q.shape)},"
+                f" {tuple(k.shape)}"
+            )
         if mask is not None:
             check_attention_mask(mask, scores_shape)
-        # [..., q_len, 1, d_hidden] + [..., 1, k_len, d_hidden]: one hidden vector per (i, j) pair.
-        hidden = torch.tanh(self.q_proj(q).unsqueeze(-2) + self.k_proj(k).unsqueeze(-3))
-        scores = self.score_proj(hidden).squeeze(-1)                  # [..., q_len, k_len]
+        # [..., q_len, 1, d_hidden] + [..., 1, k_len, d_hidden]: one hidden
+        # vector per (i, j) pair.
+        hidden = torch.tanh(
+            self.q_proj(q).unsqueeze(-2) + self.k_proj(k).unsqueeze(-3)
+        )
+        scores = self.score_proj(hidden).squeeze(-1)  # [..., q_len, k_len]
         weights = masked_softmax(scores, mask)
         out = self.dropout(weights) @ v
         return (out, weights) if need_weights else out
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # A key/value cache: decoding one token at a time without recomputing the past.
 
 
 class KVCache:
-    """The keys and values a self-attention layer has made so far, for decoding token by token.
+    """The keys and values a self-attention layer has made so far, for decoding
+    token by token.
 
-    A language model writes one token at a time, and attention's keys and values for the tokens
-    before it do not change when it does (causal attention: no token reads its future). So each
-    layer keeps them, ``k`` and ``v`` ``[batch, heads, seq, d_head]``, and a new token projects
-    only its own query, key and value: one row of attention per token instead of the whole
-    window, O(n·d) per token instead of O(n²·d). The keys are stored *after* positions are
-    applied (a rotary key stays rotated to its own position), so they are read as they were made.
+    A language model writes one token at a time, and attention's keys and
+    values for the tokens before it do not change when it does (causal
+    attention: no token reads its future). So each layer keeps them, ``k`` and
+    ``v`` ``[batch, heads, seq, d_head]``, and a new token projects only its
+    own query, key and value: one row of attention per token instead of the
+    whole window, O(n·d) per token instead of O(n²·d). The keys are stored
+    *after* positions are applied (a rotary key stays rotated to its own
+    position), so they are read as they were made.
 
-    ``position`` counts the tokens seen (the position of the next one). ``max_context`` (None:
-    every token) keeps only the last ``max_context`` keys and values: sliding-window attention,
-    each new token reading at most that many.
+    ``position`` counts the tokens seen (the position of the next one).
+    ``max_context`` (None: every token) keeps only the last ``max_context``
+    keys and values: sliding-window attention, each new token reading at most
+    that many.
     """
 
     def __init__(self, max_context: int | None = None):
-        self.max_context = None if max_context is None else check_positive_int("max_context", max_context)
+        self.max_context = (
+            None
+            if max_context is None
+            else check_positive_int("max_context", max_context)
+        )
         self.k: Tensor | None = None
         self.v: Tensor | None = None
         self.position = 0
 
     def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Appends the new tokens' k, v ``[batch, heads, new, d_head]``; returns every key and value
-        a new token may read, ``[batch, heads, seq, d_head]``, the new ones last."""
+        """Appends the new tokens' k, v ``[batch, heads, new, d_head]``;
+        returns every key and value a new token may read, ``[batch, heads, seq,
+        d_head]``, the new ones last.
+        """
         if self.max_context is not None and k.shape[-2] > self.max_context:
-            raise ValueError(f"{k.shape[-2]} new tokens at once exceed max_context={self.max_context}: the first "
-                             "of them would lose keys they may read; feed at most max_context tokens at a time")
+            raise ValueError(
+                f"{k.shape[-2]} new tokens at once exceed"
+                f" max_context={self.max_context}: the first of them would"
+                " lose keys they may read; feed at most max_context tokens at"
+                " a time"
+            )
         self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
         self.position += k.shape[-2]
         if self.max_context is not None:
-            self.k, self.v = self.k[..., -self.max_context:, :], self.v[..., -self.max_context:, :]
+            self.k, self.v = (
+                self.k[..., -self.max_context :, :],
+                self.v[..., -self.max_context :, :],
+            )
         return self.k, self.v
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # Multi-head attention, the token mixer of the book's language model.
 
 
 class MultiHeadAttention(nn.Module):
-    """Batch-first multi-head attention with interchangeable backends and one set of weights.
+    """Batch-first multi-head attention with interchangeable backends and one
+    set of weights.
 
-    Projects query ``[batch, q_len, d_model]``, key ``[batch, k_len, kdim]`` and value
-    ``[batch, k_len, vdim]`` with ``q_proj``, ``k_proj``, ``v_proj`` (as torch.nn.MultiheadAttention's
-    ``in_proj_weight`` split in three), splits heads into ``[batch, n_heads, seq, d_head]``, attends,
-    merges heads and applies ``out_proj``. ``backend`` (settable on the instance) picks "eager"
-    (``dot_product_attention``, which also gives the weights) or "sdpa" (torch's fused kernel).
+    Projects query ``[batch, q_len, d_model]``, key ``[batch, k_len, kdim]``
+    and value ``[batch, k_len, vdim]`` with ``q_proj``, ``k_proj``, ``v_proj``
+    (as torch.nn.MultiheadAttention's ``in_proj_weight`` split in three),
+    splits heads into ``[batch, n_heads, seq, d_head]``, attends, merges heads
+    and applies ``out_proj``. ``backend`` (settable on the instance) picks
+    "eager" (``dot_product_attention``, which also gives the weights) or "sdpa"
+    (torch's fused kernel).
 
-    Arguments shared by the whole family (``AlibiMultiHeadAttention``, ``RotaryMultiHeadAttention``),
-    with the same defaults:
+    Arguments shared by the whole family (``AlibiMultiHeadAttention``,
+    ``RotaryMultiHeadAttention``), with the same defaults:
 
-    - ``causal`` (default False, as in torch): query i may not attend to keys after it;
-    - ``scale`` multiplies the scores ``q·k``: None (the default) is ``1/sqrt(d_head)``;
-      ``scale=1.0`` is the un-scaled dot product, kept to show why the scale matters;
+    - ``causal`` (default False, as in torch): query i may not attend to keys
+      after it;
+    - ``scale`` multiplies the scores ``q·k``: None (the default) is
+      ``1/sqrt(d_head)``; ``scale=1.0`` is the un-scaled dot product, kept to
+      show why the scale matters;
     - ``kdim``, ``vdim``: widths of key and value inputs (default d_model);
-    - ``cpu_bf16_sdpa_in_float32`` (default True): under bf16 autocast on a CPU, run torch's SDPA
-      in float32 (see ``fused_attention``); False runs it in bf16 as torch would.
+    - ``cpu_bf16_sdpa_in_float32`` (default True): under bf16 autocast on a
+      CPU, run torch's SDPA in float32 (see ``fused_attention``); False runs it
+      in bf16 as torch would.
 
-    Subclasses extend it through two hooks: ``attention_bias`` (e.g. ALiBi) and ``transform_qk``
-    (e.g. rotary embeddings).
+    Subclasses extend it through two hooks: ``attention_bias`` (e.g. ALiBi) and
+    ``transform_qk`` (e.g. rotary embeddings).
     """
 
     BACKENDS = ("eager", "sdpa")
-    # What a subclass's ``attention_bias`` guarantees, so that no pass over the scores' shape is
-    # spent on it: whether it may leave a query no key (a row all -inf; the SDPA path then looks
-    # for such rows), and whether, in a causal layer, it already holds -inf at every future key
-    # (then no causal mask is added to it). ALiBi's bias keeps the diagonal and masks the future.
+    # What a subclass's ``attention_bias`` guarantees, so that no pass over the
+    # scores' shape is spent on it: whether it may leave a query no key (a row
+    # all -inf; the SDPA path then looks for such rows), and whether, in a
+    # causal layer, it already holds -inf at every future key (then no causal
+    # mask is added to it). ALiBi's bias keeps the diagonal and masks the
+    # future.
     bias_may_empty_rows = True
     bias_masks_future = False
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
-                 causal: bool = False, kdim: int | None = None, vdim: int | None = None,
-                 backend: str = "sdpa", scale: float | None = None, cpu_bf16_sdpa_in_float32: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        causal: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        backend: str = "sdpa",
+        scale: float | None = None,
+        cpu_bf16_sdpa_in_float32: bool = True,
+    ):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("n_heads", n_heads)
         if d_model % n_heads != 0:
-            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
-        self.kdim = d_model if kdim is None else check_positive_int("kdim", kdim)
-        self.vdim = d_model if vdim is None else check_positive_int("vdim", vdim)
-        self.dropout, self.causal, self.backend = check_dropout(dropout), bool(causal), backend
+            raise ValueError(
+                f"d_model={d_model} must be divisible by n_heads={n_heads}"
+            )
+        self.d_model, self.n_heads, self.d_head = (
+            d_model,
+            n_heads,
+            d_model // n_heads,
+        )
+        self.kdim = (
+            d_model if kdim is None else check_positive_int("kdim", kdim)
+        )
+        self.vdim = (
+            d_model if vdim is None else check_positive_int("vdim", vdim)
+        )
+        self.dropout, self.causal, self.backend = (
+            check_dropout(dropout),
+            bool(causal),
+            backend,
+        )
         self.scale = check_scale(scale)
         self.cpu_bf16_sdpa_in_float32 = bool(cpu_bf16_sdpa_in_float32)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -383,38 +572,62 @@ class MultiHeadAttention(nn.Module):
     @backend.setter
     def backend(self, value: str):
         if value not in self.BACKENDS:
-            raise ValueError(f"backend must be one of {self.BACKENDS}, got {value!r}")
+            raise ValueError(
+                f"backend must be one of {self.BACKENDS}, got {value!r}"
+            )
         self._backend = value
 
-    def attention_bias(self, q_len: int, k_len: int, device, dtype) -> Tensor | None:
-        """Additive bias ``[heads, q_len, k_len]`` for the scores, or None. Override it (ALiBi)."""
+    def attention_bias(
+        self, q_len: int, k_len: int, device, dtype
+    ) -> Tensor | None:
+        """Additive bias ``[heads, q_len, k_len]`` for the scores, or None.
+        Override it (ALiBi)."""
         return None
 
-    def transform_qk(self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0) -> tuple[Tensor, Tensor]:
-        """Hook on q ``[batch, heads, q_len, d_head]``, k ``[batch, heads, k_len, d_head]`` after the
-        heads are split; query i sits at position ``q_offset + i``, key j at ``k_offset + j``.
-        Identity here; rotary overrides it."""
+    def transform_qk(
+        self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0
+    ) -> tuple[Tensor, Tensor]:
+        """Hook on q ``[batch, heads, q_len, d_head]``, k ``[batch, heads,
+        k_len, d_head]`` after the heads are split; query i sits at position
+        ``q_offset + i``, key j at ``k_offset + j``. Identity here; rotary
+        overrides it."""
         return q, k
 
-    def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, *,
-                mask: Tensor | None = None, token_mask: Tensor | None = None,
-                need_weights: bool = False, cache: KVCache | None = None):
-        """query ``[batch, q_len, d_model]``; key ``[batch, k_len, kdim]`` (None: self-attention, key =
-        value = query); value ``[batch, k_len, vdim]`` (None: value = key).
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        mask: Tensor | None = None,
+        token_mask: Tensor | None = None,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+    ):
+        """query ``[batch, q_len, d_model]``; key ``[batch, k_len, kdim]``
+        (None: self-attention, key = value = query); value ``[batch, k_len,
+        vdim]`` (None: value = key).
 
-        cache: a ``KVCache`` for decoding (self-attention only, no masks): query holds the new
-        tokens, which read every key the cache holds and their own; the cache keeps theirs.
+        cache: a ``KVCache`` for decoding (self-attention only, no masks):
+        query holds the new tokens, which read every key the cache holds and
+        their own; the cache keeps theirs.
 
-        mask: bool ``[q_len, k_len]`` or ``[batch|1, heads|1, q_len, k_len]``, True = may attend (the
-        opposite of torch.nn.MultiheadAttention's ``attn_mask``); token_mask: bool ``[batch, k_len]``,
-        True at real key tokens, False at padding (the opposite of torch's ``key_padding_mask``).
-        Returns output ``[batch, q_len, d_model]``, or ``(output, weights [batch, heads, q_len,
-        k_len])`` with ``need_weights=True``, which runs the eager path.
+        mask: bool ``[q_len, k_len]`` or ``[batch|1, heads|1, q_len, k_len]``,
+        True = may attend (the opposite of torch.nn.MultiheadAttention's
+        ``attn_mask``); token_mask: bool ``[batch, k_len]``, True at real key
+        tokens, False at padding (the opposite of torch's
+        ``key_padding_mask``). Returns output ``[batch, q_len, d_model]``, or
+        ``(output, weights [batch, heads, q_len, k_len])`` with
+        ``need_weights=True``, which runs the eager path.
         """
         if cache is None:
-            q, k, v, attend = self._project(query, key, value, mask, token_mask)
+            q, k, v, attend = self._project(
+                query, key, value, mask, token_mask
+            )
         else:
-            q, k, v, attend = self._project_cached(query, key, value, mask, token_mask, cache)
+            q, k, v, attend = self._project_cached(
+                query, key, value, mask, token_mask, cache
+            )
         q_len, k_len = q.shape[-2], k.shape[-2]
         bias = self.attention_bias(q_len, k_len, q.device, q.dtype)
         if bias is not None:
@@ -423,30 +636,57 @@ class MultiHeadAttention(nn.Module):
 
         weights = None
         eager = need_weights or self.backend == "eager"
-        # Nothing but causality: the fused kernel skips the future without reading a mask.
-        # (is_causal aligns the mask top-left, which matches ours only when q_len == k_len.)
-        is_causal = not eager and self.causal and attend is None and bias is None and q_len == k_len
+        # Nothing but causality: the fused kernel skips the future without
+        # reading a mask. (is_causal aligns the mask top-left, which matches
+        # ours only when q_len == k_len.)
+        is_causal = (
+            not eager
+            and self.causal
+            and attend is None
+            and bias is None
+            and q_len == k_len
+        )
         if not is_causal and not (bias is not None and self.bias_masks_future):
             attend = self._with_causal(attend, q_len, k_len, q.device)
         if eager:
-            out, weights = dot_product_attention(q, k, v, attend, bias, self.scale, dropout_p)
+            out, weights = dot_product_attention(
+                q, k, v, attend, bias, self.scale, dropout_p
+            )
         elif is_causal:
-            out = fused_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale,
-                                  cpu_bf16_in_float32=self.cpu_bf16_sdpa_in_float32)
+            out = fused_attention(
+                q,
+                k,
+                v,
+                dropout_p=dropout_p,
+                is_causal=True,
+                scale=self.scale,
+                cpu_bf16_in_float32=self.cpu_bf16_sdpa_in_float32,
+            )
         else:
-            out = _fused_attention(q, k, v, attend, bias, dropout_p, self.scale, self.cpu_bf16_sdpa_in_float32,
-                                   may_empty_rows=attend is not None or self.bias_may_empty_rows)
-        out = self.out_proj(self._merge_heads(out))
+            out = _fused_attention(
+                q,
+                k,
+                v,
+                attend,
+                bias,
+                dropout_p,
+                self.scale,
+                self.cpu_bf16_sdpa_in_float32,
+                may_empty_rows=attend is not None or self.bias_may_empty_rows,
+            )
+        out = self.out_proj(self.merge_heads(out))
         return (out, weights) if need_weights else out
 
     def _project(self, query, key, value, mask, token_mask):
-        """Checks the inputs and projects them: q ``[batch, heads, q_len, d_head]``, k and v
-        ``[batch, heads, k_len, d_head]``, positions applied (``transform_qk``), and the caller's
-        "may attend" mask (``mask`` and ``token_mask`` as one, or None; causality is added later).
+        """Checks the inputs and projects them: q ``[batch, heads, q_len,
+        d_head]``, k and v ``[batch, heads, k_len, d_head]``, positions applied
+        (``transform_qk``), and the caller's "may attend" mask (``mask`` and
+        ``token_mask`` as one, or None; causality is added later).
 
-        A padded key gets weight 0, but 0 · NaN = NaN: so padded inputs are zeroed here, before
-        they are projected, and whatever they hold (inf, NaN) never reaches a real token's output
-        or gradient -- nor, in self-attention, the padded queries' rows.
+        A padded key gets weight 0, but 0 · NaN = NaN: so padded inputs are
+        zeroed here, before they are projected, and whatever they hold (inf,
+        NaN) never reaches a real token's output or gradient -- nor, in
+        self-attention, the padded queries' rows.
         """
         self_attention = key is None or key is query
         key = query if key is None else key
@@ -455,47 +695,97 @@ class MultiHeadAttention(nn.Module):
         q_len, k_len = scores_shape[-2:]
         attend = self._may_attend(mask, token_mask, scores_shape)
         if self_attention and mask is not None:
-            check_every_query_reads(self._with_causal(attend, q_len, k_len, query.device), token_mask)
+            check_every_query_reads(
+                self._with_causal(attend, q_len, k_len, query.device),
+                token_mask,
+            )
         if token_mask is not None:
             zeroed_key = zero_padding(key, token_mask)
-            value = zeroed_key if value is key else zero_padding(value, token_mask)
+            value = (
+                zeroed_key if value is key else zero_padding(value, token_mask)
+            )
             query = zeroed_key if self_attention else query
             key = zeroed_key
-        q = self._split_heads(self.q_proj(query))
-        k = self._split_heads(self.k_proj(key))
-        v = self._split_heads(self.v_proj(value))
+        q = self.split_heads(self.q_proj(query))
+        k = self.split_heads(self.k_proj(key))
+        v = self.split_heads(self.v_proj(value))
         q, k = self.transform_qk(q, k, q_offset=k_len - q_len)
         return q, k, v, attend
 
-    def _project_cached(self, query, key, value, mask, token_mask, cache: KVCache):
-        """``_project`` for decoding: only the new tokens are projected, at their positions
-        ``cache.position + i``; their keys and values join the cache, and every key it holds is
-        returned (the new tokens are its last keys: ``q_offset = k_len - q_len`` holds)."""
+    def _project_cached(
+        self, query, key, value, mask, token_mask, cache: KVCache
+    ):
+        """``_project`` for decoding: only the new tokens are projected, at
+        their positions ``cache.position + i``; their keys and values join the
+        cache, and every key it holds is returned (the new tokens are its last
+        keys: ``q_offset = k_len - q_len`` holds).
+        """
         if not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a mixers.attention.KVCache, got {type(cache).__name__}")
-        if key is not None or value is not None or mask is not None or token_mask is not None:
-            raise ValueError("cache is for decoding a self-attention layer: pass the new tokens as query alone, "
-                             "with no key, value, mask or token_mask")
-        check_tensor(query, "query", f"[batch, new, d_model={self.d_model}]", ndim=3, width=self.d_model)
-        q = self._split_heads(self.q_proj(query))
-        k = self._split_heads(self.k_proj(query))
-        v = self._split_heads(self.v_proj(query))
-        q, k = self.transform_qk(q, k, q_offset=cache.position, k_offset=cache.position)
+            raise TypeError(
+                "cache must be a mixers.attention.KVCache, got"
+                f" {type(cache).__name__}"
+            )
+        if (
+            key is not None
+            or value is not None
+            or mask is not None
+            or token_mask is not None
+        ):
+            raise ValueError(
+                "cache is for decoding a self-attention layer: pass the new"
+                " tokens as query alone, with no key, value, mask or"
+                " token_mask"
+            )
+        check_tensor(
+            query,
+            "query",
+            f"[batch, new, d_model={self.d_model}]",
+            ndim=3,
+            width=self.d_model,
+        )
+        q = self.split_heads(self.q_proj(query))
+        k = self.split_heads(self.k_proj(query))
+        v = self.split_heads(self.v_proj(query))
+        q, k = self.transform_qk(
+            q, k, q_offset=cache.position, k_offset=cache.position
+        )
         k, v = cache.extend(k, v)
         return q, k, v, None
 
     def _check_inputs(self, query, key, value) -> tuple[int, int, int, int]:
-        check_tensor(query, "query", f"[batch, q_len, d_model={self.d_model}]", ndim=3, width=self.d_model)
-        check_tensor(key, "key", f"[batch, k_len, kdim={self.kdim}]", ndim=3, width=self.kdim)
-        check_tensor(value, "value", f"[batch, k_len, vdim={self.vdim}]", ndim=3, width=self.vdim)
+        check_tensor(
+            query,
+            "query",
+            f"[batch, q_len, d_model={self.d_model}]",
+            ndim=3,
+            width=self.d_model,
+        )
+        check_tensor(
+            key,
+            "key",
+            f"[batch, k_len, kdim={self.kdim}]",
+            ndim=3,
+            width=self.kdim,
+        )
+        check_tensor(
+            value,
+            "value",
+            f"[batch, k_len, vdim={self.vdim}]",
+            ndim=3,
+            width=self.vdim,
+        )
         if key.shape[0] != query.shape[0] or value.shape[:2] != key.shape[:2]:
-            raise ValueError(f"key and value must have shapes [batch={query.shape[0]}, k_len, ...] with the "
-                             f"same k_len, got key {tuple(key.shape)}, value {tuple(value.shape)}")
+            raise ValueError(
+                f"key and value must have shapes [batch={query.shape[0]},"
+                " k_len, ...] with the same k_len, got key"
+                f" {tuple(key.shape)}, value {tuple(value.shape)}"
+            )
         return (query.shape[0], self.n_heads, query.shape[1], key.shape[1])
 
     @staticmethod
     def _may_attend(mask, token_mask, scores_shape) -> Tensor | None:
-        """The caller's pairwise ``mask`` and per-token ``token_mask`` as one "may attend" mask."""
+        """The caller's pairwise ``mask`` and per-token ``token_mask`` as one
+        "may attend" mask."""
         batch, _, _, k_len = scores_shape
         if mask is not None:
             check_attention_mask(mask, scores_shape)
@@ -506,33 +796,52 @@ class MultiHeadAttention(nn.Module):
         return keys if mask is None else mask & keys
 
     def _with_causal(self, attend, q_len, k_len, device):
-        if not self.causal or q_len == 1:  # one query sits at the last position: it may read every key
+        # one query sits at the last position: it may read every key
+        if not self.causal or q_len == 1:
             return attend
         causal = causal_mask(q_len, k_len, device=device)
         return causal if attend is None else attend & causal
 
-    def _split_heads(self, x: Tensor) -> Tensor:
-        """``[batch, seq, d_model]`` -> ``[batch, heads, seq, d_head]``: heads become a batch dim."""
+    def split_heads(self, x: Tensor) -> Tensor:
+        """``[batch, seq, d_model]`` -> ``[batch, heads, seq, d_head]``: heads
+        become a batch dim."""
         batch, seq, _ = x.shape
         return x.view(batch, seq, self.n_heads, self.d_head).transpose(1, 2)
 
-    def _merge_heads(self, x: Tensor) -> Tensor:
+    def merge_heads(self, x: Tensor) -> Tensor:
         """``[batch, heads, seq, d_head]`` -> ``[batch, seq, d_model]``."""
         batch, _, seq, _ = x.shape
         return x.transpose(1, 2).reshape(batch, seq, self.d_model)
 
 
-def _fused_attention(q, k, v, attend, bias, dropout_p, scale=None, cpu_bf16_in_float32=True, may_empty_rows=True):
-    """torch's SDPA with a "may attend" mask and/or an additive bias, safe for empty rows.
+def _fused_attention(
+    q,
+    k,
+    v,
+    attend,
+    bias,
+    dropout_p,
+    scale=None,
+    cpu_bf16_in_float32=True,
+    may_empty_rows=True,
+):
+    """torch's SDPA with a "may attend" mask and/or an additive bias, safe for
+    empty rows.
 
-    Kernels differ on a query that may attend to nothing (some give NaN, and NaN in the backward
-    pass). So such rows attend to every key inside the kernel, and their output is zeroed after;
-    ``may_empty_rows=False`` (a bias alone that never empties a row, as ALiBi's) skips the two
-    passes over the scores' shape that finding them costs. The mask goes in as 4-D ``[batch|1,
-    heads|1, q_len, k_len]``: torch's fused CPU kernel refuses a 3-D one and falls back to its
-    unfused path (5.9x slower than causal attention at L = 2048, against 1.8x).
+    Kernels differ on a query that may attend to nothing (some give NaN, and
+    NaN in the backward pass). So such rows attend to every key inside the
+    kernel, and their output is zeroed after; ``may_empty_rows=False`` (a bias
+    alone that never empties a row, as ALiBi's) skips the two passes over the
+    scores' shape that finding them costs. The mask goes in as 4-D ``[batch|1,
+    heads|1, q_len, k_len]``: torch's fused CPU kernel refuses a 3-D one and
+    falls back to its unfused path (5.9x slower than causal attention at L =
+    2048, against 1.8x).
     """
-    options = dict(dropout_p=dropout_p, scale=scale, cpu_bf16_in_float32=cpu_bf16_in_float32)
+    options = dict(
+        dropout_p=dropout_p,
+        scale=scale,
+        cpu_bf16_in_float32=cpu_bf16_in_float32,
+    )
     if attend is None and bias is None:
         return fused_attention(q, k, v, **options)
     empty_rows = None
@@ -540,34 +849,41 @@ def _fused_attention(q, k, v, attend, bias, dropout_p, scale=None, cpu_bf16_in_f
         empty_rows = ~attend.any(dim=-1, keepdim=True)
         attn_mask = attend | empty_rows
     else:
-        # One additive float mask: the bias, with -inf where attention is not allowed.
+        # One additive float mask: the bias, with -inf where attention is not
+        # allowed.
         attn_mask = bias.to(q.dtype)
         if attend is not None:
             attn_mask = attn_mask.masked_fill(~attend, float("-inf"))
         if may_empty_rows:
             empty_rows = (attn_mask == float("-inf")).all(dim=-1, keepdim=True)
             attn_mask = attn_mask.masked_fill(empty_rows, 0.0)
-    attn_mask = attn_mask.view((1,) * (q.dim() - attn_mask.dim()) + attn_mask.shape)
+    attn_mask = attn_mask.view(
+        (1,) * (q.dim() - attn_mask.dim()) + attn_mask.shape
+    )
     out = fused_attention(q, k, v, attn_mask=attn_mask, **options)
     return out if empty_rows is None else out.masked_fill(empty_rows, 0.0)
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # Bidirectional attention between a context and a question (BiDAF, HotpotQA).
 
 
 class BiAttention(nn.Module):
-    """Context-to-question and question-to-context attention with a trilinear similarity.
+    """Context-to-question and question-to-context attention with a trilinear
+    similarity.
 
-    ``s(i, j) = w_xᵀ x_i + w_qᵀ q_j + (x_i ⊙ w_dot)ᵀ q_j``, with ``w_x`` = ``input_linear``,
-    ``w_q`` = ``memory_linear``, ``w_dot`` = ``dot_scale``. Context-to-question: ``c_i = Σ_j
-    softmax_j(s_ij) q_j``. Question-to-context: ``b = softmax_i(max_j s_ij)``, ``q2c = Σ_i b_i x_i``.
+    ``s(i, j) = w_xᵀ x_i + w_qᵀ q_j + (x_i ⊙ w_dot)ᵀ q_j``, with ``w_x`` =
+    ``input_linear``, ``w_q`` = ``memory_linear``, ``w_dot`` = ``dot_scale``.
+    Context-to-question: ``c_i = Σ_j softmax_j(s_ij) q_j``.
+    Question-to-context: ``b = softmax_i(max_j s_ij)``, ``q2c = Σ_i b_i x_i``.
 
-    forward(x ``[batch, x_len, d_model]`` (context), question ``[batch, q_len, d_model]``,
-    token_mask bool ``[batch, q_len]`` over the question's tokens, True = real token, False =
-    padding) returns ``[x, c, x ⊙ c, q2c ⊙ c]`` of shape ``[batch, x_len, 4 * d_model]``, and with
-    ``need_weights=True`` ``(output, (c2q_weights [batch, x_len, q_len], q2c_weights [batch, x_len]))``.
-    Dropout (training only) applies to both inputs, as in the HotpotQA baseline.
+    forward(x ``[batch, x_len, d_model]`` (context), question ``[batch, q_len,
+    d_model]``, token_mask bool ``[batch, q_len]`` over the question's tokens,
+    True = real token, False = padding) returns ``[x, c, x ⊙ c, q2c ⊙ c]`` of
+    shape ``[batch, x_len, 4 * d_model]``, and with ``need_weights=True``
+    ``(output, (c2q_weights [batch, x_len, q_len], q2c_weights [batch,
+    x_len]))``. Dropout (training only) applies to both inputs, as in the
+    HotpotQA baseline.
     """
 
     def __init__(self, d_model: int, dropout: float = 0.0):
@@ -576,35 +892,65 @@ class BiAttention(nn.Module):
         self.dropout = nn.Dropout(check_dropout(dropout))
         self.input_linear = nn.Linear(d_model, 1, bias=False)
         self.memory_linear = nn.Linear(d_model, 1, bias=False)
-        # All three weight vectors start like nn.Linear's weights, U(-1/sqrt(d), 1/sqrt(d)): the
-        # cross term is a linear layer over the d products x_i ⊙ q_j, so it gets the same rule.
+        # All three weight vectors start like nn.Linear's weights,
+        # U(-1/sqrt(d), 1/sqrt(d)): the cross term is a linear layer over the d
+        # products x_i ⊙ q_j, so it gets the same rule.
         self.dot_scale = nn.Parameter(torch.empty(d_model))
         bound = 1.0 / math.sqrt(d_model)
         nn.init.uniform_(self.dot_scale, -bound, bound)
 
-    def forward(self, x: Tensor, question: Tensor, token_mask: Tensor | None = None,
-                need_weights: bool = False):
-        check_tensor(x, "x", f"[batch, x_len, d_model={self.d_model}]", ndim=3, width=self.d_model)
-        check_tensor(question, "question", f"[batch, q_len, d_model={self.d_model}]", ndim=3, width=self.d_model)
+    def forward(
+        self,
+        x: Tensor,
+        question: Tensor,
+        token_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ):
+        check_tensor(
+            x,
+            "x",
+            f"[batch, x_len, d_model={self.d_model}]",
+            ndim=3,
+            width=self.d_model,
+        )
+        check_tensor(
+            question,
+            "question",
+            f"[batch, q_len, d_model={self.d_model}]",
+            ndim=3,
+            width=self.d_model,
+        )
         if x.shape[0] != question.shape[0]:
-            raise ValueError(f"x and question must have the same batch size, got {tuple(x.shape)}, {tuple(question.shape)}")
+            raise ValueError(
+                "x and question must have the same batch size, got"
+                f" {tuple(x.shape)}, {tuple(question.shape)}"
+            )
         batch, q_len = question.shape[:2]
         if token_mask is not None:
             check_token_mask(token_mask, batch, q_len)
-        # Padded question tokens are zeroed first: their weight is 0, but 0 · NaN would be NaN.
-        x, question = self.dropout(x), self.dropout(zero_padding(question, token_mask))
+        # Padded question tokens are zeroed first: their weight is 0, but 0 ·
+        # NaN would be NaN.
+        x, question = (
+            self.dropout(x),
+            self.dropout(zero_padding(question, token_mask)),
+        )
 
-        scores = (self.input_linear(x)                                # [batch, x_len, 1]
-                  + self.memory_linear(question).transpose(1, 2)      # [batch, 1, q_len]
-                  + (x * self.dot_scale) @ question.transpose(1, 2))  # [batch, x_len, q_len]
+        # [batch, x_len, q_len]
+        scores = (
+            self.input_linear(x)  # [batch, x_len, 1]
+            + self.memory_linear(question).transpose(1, 2)  # [batch, 1, q_len]
+            + (x * self.dot_scale) @ question.transpose(1, 2)
+        )
         if token_mask is not None:
-            # -inf drops padding from both the softmax over j and the max over j below.
+            # -inf drops padding from both the softmax over j and the max over
+            # j below.
             scores = scores.masked_fill(~token_mask[:, None, :], float("-inf"))
-        c2q_weights = masked_softmax(scores)                          # [batch, x_len, q_len]
-        c2q = c2q_weights @ question                                  # [batch, x_len, d_model]
-        # Each context word is scored by its best match in the question; one summary of the
-        # context, weighted by those scores, is shared by all positions.
-        q2c_weights = masked_softmax(scores.amax(dim=-1))             # [batch, x_len]
-        q2c = q2c_weights.unsqueeze(1) @ x                            # [batch, 1, d_model]
+        c2q_weights = masked_softmax(scores)  # [batch, x_len, q_len]
+        c2q = c2q_weights @ question  # [batch, x_len, d_model]
+        # Each context word is scored by its best match in the question; one
+        # summary of the context, weighted by those scores, is shared by all
+        # positions.
+        q2c_weights = masked_softmax(scores.amax(dim=-1))  # [batch, x_len]
+        q2c = q2c_weights.unsqueeze(1) @ x  # [batch, 1, d_model]
         output = torch.cat([x, c2q, x * c2q, q2c * c2q], dim=-1)
         return (output, (c2q_weights, q2c_weights)) if need_weights else output

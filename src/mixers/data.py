@@ -5,8 +5,8 @@ The corpus ships inside the package (``mixers/tinyshakespeare.txt``) so that a
 sha256 is checked every time it is loaded: a truncated or edited file would
 silently change every number in the book.
 
-Shapes: token ids are ``int64``; a batch is ``(x, y)`` with both ``[batch, seq]``
-and ``y`` shifted one character to the right of ``x``.
+Shapes: token ids are ``int64``; a batch is ``(x, y)`` with both ``[batch,
+seq]`` and ``y`` shifted one character to the right of ``x``.
 """
 
 from __future__ import annotations
@@ -22,12 +22,15 @@ import torch
 
 from ._checks import check_float_in, check_positive_int
 
-CORPUS_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+CORPUS_SHA256 = (
+    "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+)
 CORPUS_FILE = "tinyshakespeare.txt"
 
 
 class CorpusError(RuntimeError):
-    """The corpus is missing, is not the file the book was built on, or is not UTF-8 text."""
+    """The corpus is missing, is not the file the book was built on, or is not
+    UTF-8 text."""
 
 
 def corpus_path() -> Path:
@@ -35,17 +38,25 @@ def corpus_path() -> Path:
     return Path(str(resources.files("mixers").joinpath(CORPUS_FILE)))
 
 
-def load_corpus(path: str | Path | None = None, sha256: str | None = CORPUS_SHA256) -> str:
+def load_corpus(
+    path: str | Path | None = None, sha256: str | None = CORPUS_SHA256
+) -> str:
     """Read the corpus and verify its checksum.
 
-    ``path`` defaults to the copy shipped with the package. Pass ``sha256=None``
-    to read another text file without a checksum (your own corpus); it must be UTF-8.
+    ``path`` defaults to the copy shipped with the package. Pass
+    ``sha256=None`` to read another text file without a checksum (your own
+    corpus); it must be UTF-8.
     """
     if sha256 is not None and not isinstance(sha256, str):
-        raise TypeError(f"sha256 must be None or a hex digest str, got {sha256!r}")
+        raise TypeError(
+            f"sha256 must be None or a hex digest str, got {sha256!r}"
+        )
     path = corpus_path() if path is None else Path(path)
     if not path.is_file():
-        raise CorpusError(f"corpus file not found: {path} (reinstall the package: pip install -e .)")
+        raise CorpusError(
+            f"corpus file not found: {path} (reinstall the package: pip"
+            " install -e .)"
+        )
     raw = path.read_bytes()
     if sha256 is not None:
         digest = hashlib.sha256(raw).hexdigest()
@@ -57,12 +68,15 @@ def load_corpus(path: str | Path | None = None, sha256: str | None = CORPUS_SHA2
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise CorpusError(f"corpus file {path} is not UTF-8 text (byte {error.start}: {error.reason}); "
-                          "re-encode it as UTF-8") from None
+        raise CorpusError(
+            f"corpus file {path} is not UTF-8 text (byte {error.start}:"
+            f" {error.reason}); re-encode it as UTF-8"
+        ) from None
 
 
 class CharTokenizer:
-    """Maps characters to ids and back; the vocabulary is the sorted set of characters.
+    """Maps characters to ids and back; the vocabulary is the sorted set of
+    characters.
 
     Sorting makes the order stable: the same text always gives the same ids, on
     every machine and Python version (a ``set``'s iteration order is not).
@@ -70,7 +84,9 @@ class CharTokenizer:
 
     def __init__(self, text: str):
         if not isinstance(text, str) or not text:
-            raise ValueError("text must be a non-empty str to build a vocabulary from")
+            raise ValueError(
+                "text must be a non-empty str to build a vocabulary from"
+            )
         self.chars: list[str] = sorted(set(text))
         self.stoi: dict[str, int] = {ch: i for i, ch in enumerate(self.chars)}
 
@@ -84,16 +100,25 @@ class CharTokenizer:
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         unknown = sorted(set(text) - self.stoi.keys())
         if unknown:
-            raise ValueError(f"text contains characters outside the vocabulary: {unknown!r}")
+            raise ValueError(
+                f"text contains characters outside the vocabulary: {unknown!r}"
+            )
         return torch.tensor([self.stoi[ch] for ch in text], dtype=torch.long)
 
     def decode(self, ids: torch.Tensor | list[int]) -> str:
         """``int[n]`` (ints in ``[0, vocab_size)``) -> ``str`` of length n."""
         ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
-        bad = [i for i in ids
-               if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= i < self.vocab_size]
+        bad = [
+            i
+            for i in ids
+            if isinstance(i, bool)
+            or not isinstance(i, numbers.Integral)
+            or not 0 <= i < self.vocab_size
+        ]
         if bad:
-            raise ValueError(f"ids must be ints in [0, {self.vocab_size}), got {bad[:5]}")
+            raise ValueError(
+                f"ids must be ints in [0, {self.vocab_size}), got {bad[:5]}"
+            )
         return "".join(self.chars[i] for i in ids)
 
 
@@ -101,9 +126,9 @@ class CharTokenizer:
 class CharDataset:
     """The encoded corpus split into a training and a validation part.
 
-    The split is contiguous (the first ``1 - val_fraction`` for training, the rest
-    for validation), as in nanoGPT's ``shakespeare_char``: random windows from a
-    shuffled split would leak validation text into training.
+    The split is contiguous (the first ``1 - val_fraction`` for training, the
+    rest for validation), as in nanoGPT's ``shakespeare_char``: random windows
+    from a shuffled split would leak validation text into training.
     """
 
     tokenizer: CharTokenizer
@@ -116,14 +141,18 @@ class CharDataset:
 
     @classmethod
     def from_text(cls, text: str, val_fraction: float = 0.1) -> "CharDataset":
-        """``val_fraction``, a float in (0, 1), must leave both splits at least one character."""
+        """``val_fraction``, a float in (0, 1), must leave both splits at least
+        one character."""
         check_float_in("val_fraction", val_fraction, 0.0, 1.0, "()")
         tokenizer = CharTokenizer(text)
         ids = tokenizer.encode(text)
         n_train = int(len(ids) * (1.0 - val_fraction))
         if not 0 < n_train < len(ids):
-            raise ValueError(f"val_fraction={val_fraction} leaves an empty split of a text of {len(ids)} characters "
-                             f"({n_train} for training, {len(ids) - n_train} for validation)")
+            raise ValueError(
+                f"val_fraction={val_fraction} leaves an empty split of a text"
+                f" of {len(ids)} characters ({n_train} for training,"
+                f" {len(ids) - n_train} for validation)"
+            )
         return cls(tokenizer, ids[:n_train], ids[n_train:])
 
     def split(self, name: str) -> torch.Tensor:
@@ -134,13 +163,25 @@ class CharDataset:
 
 def _check_window(data: torch.Tensor, seq_len: int) -> None:
     if not isinstance(data, torch.Tensor) or data.dtype != torch.long:
-        got = data.dtype if isinstance(data, torch.Tensor) else type(data).__name__
-        raise TypeError(f"data must be a 1-d int64 tensor of token ids, got {got}")
+        got = (
+            data.dtype
+            if isinstance(data, torch.Tensor)
+            else type(data).__name__
+        )
+        raise TypeError(
+            f"data must be a 1-d int64 tensor of token ids, got {got}"
+        )
     if data.dim() != 1:
-        raise ValueError(f"data must be a 1-d tensor of token ids, got shape {tuple(data.shape)}")
+        raise ValueError(
+            "data must be a 1-d tensor of token ids, got shape"
+            f" {tuple(data.shape)}"
+        )
     check_positive_int("seq_len", seq_len)
     if len(data) < seq_len + 1:
-        raise ValueError(f"seq_len={seq_len} needs at least {seq_len + 1} tokens, data has {len(data)}")
+        raise ValueError(
+            f"seq_len={seq_len} needs at least {seq_len + 1} tokens, data has"
+            f" {len(data)}"
+        )
 
 
 def random_batch(
@@ -150,19 +191,24 @@ def random_batch(
     generator: torch.Generator | None = None,
     device: str | torch.device = "cpu",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample ``batch_size`` random windows: ``x, y`` both ``int64[batch_size, seq_len]``.
+    """Sample ``batch_size`` random windows: ``x, y`` both ``int64[batch_size,
+    seq_len]``.
 
-    ``y[b, t] == x[b, t + 1]``: each position predicts the next character. Pass a
-    seeded ``generator`` for a reproducible data order.
+    ``y[b, t] == x[b, t + 1]``: each position predicts the next character. Pass
+    a seeded ``generator`` for a reproducible data order.
     """
     _check_window(data, seq_len)
     check_positive_int("batch_size", batch_size)
-    starts = torch.randint(len(data) - seq_len, (batch_size,), generator=generator)
+    starts = torch.randint(
+        len(data) - seq_len, (batch_size,), generator=generator
+    )
     offsets = torch.arange(seq_len + 1)
     windows = data[starts[:, None] + offsets]  # [batch, seq_len + 1]
     x, y = windows[:, :-1], windows[:, 1:]
     if torch.device(device).type == "cuda":
-        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(
+            device, non_blocking=True
+        )
     return x.to(device), y.to(device)
 
 
@@ -178,8 +224,8 @@ def sequential_windows(
     Window ``w`` covers tokens ``[w·seq_len, (w+1)·seq_len]``; every token is
     predicted exactly once, whatever ``seq_len`` is, so losses at different
     lengths are measured on the same text. Yields ``x, y`` of shape
-    ``[≤batch_size, seq_len]``; the incomplete tail is dropped. The arguments are
-    checked at the call, not at the first ``next()``.
+    ``[≤batch_size, seq_len]``; the incomplete tail is dropped. The arguments
+    are checked at the call, not at the first ``next()``.
     """
     _check_window(data, seq_len)
     check_positive_int("batch_size", batch_size)
@@ -193,6 +239,8 @@ def sequential_windows(
 
 def _windows(data, seq_len, batch_size, n_windows, device):
     for first in range(0, n_windows, batch_size):
-        starts = torch.arange(first, min(first + batch_size, n_windows)) * seq_len
+        starts = (
+            torch.arange(first, min(first + batch_size, n_windows)) * seq_len
+        )
         windows = data[starts[:, None] + torch.arange(seq_len + 1)]
         yield windows[:, :-1].to(device), windows[:, 1:].to(device)

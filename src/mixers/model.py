@@ -10,18 +10,20 @@ each wrapped in pre-norm and a residual::
 Because ``Block`` takes both mixers as arguments, any token mixer trains with
 any channel mixer under the same harness: a fair, like-for-like comparison.
 Mixers are looked up by name in ``TOKEN_MIXERS`` and ``CHANNEL_MIXERS``; each
-entry builds, from a ``ModelConfig``, a module mapping ``[batch, seq, d_model]``
-to ``[batch, seq, d_model]``. Every mixer of the package is registered here, and
-every size it needs comes from ``ModelConfig``. A token mixer declares what it
-brings besides token mixing, and ``ModelConfig`` pairs or rejects the rest:
+entry builds, from a ``ModelConfig``, a module mapping ``[batch, seq,
+d_model]`` to ``[batch, seq, d_model]``. Every mixer of the package is
+registered here, and every size it needs comes from ``ModelConfig``. A token
+mixer declares what it brings besides token mixing, and ``ModelConfig`` pairs
+or rejects the rest:
 
-- ``positions_inside`` (ALiBi, rotary, gMLP): it encodes positions itself, so the
-  model adds no position embeddings (``positions`` defaults to ``"none"``);
-- ``mixes_channels`` (gMLP, aMLP): it mixes channels itself, so the block has no
-  channel mixer (``channel_mixer`` defaults to, and must be, ``"none"``);
-- ``options``: the optional fields of ``ModelConfig`` it reads (the attention mixers read
-  ``attention_scale``). An option set for a mixer that does not read it is refused, naming it,
-  rather than silently ignored; so is a ``d_ff`` that no mixer of the block reads.
+- ``positions_inside`` (ALiBi, rotary, gMLP): it encodes positions itself, so
+  the model adds no position embeddings (``positions`` defaults to ``"none"``);
+- ``mixes_channels`` (gMLP, aMLP): it mixes channels itself, so the block has
+  no channel mixer (``channel_mixer`` defaults to, and must be, ``"none"``);
+- ``options``: the optional fields of ``ModelConfig`` it reads (the attention
+  mixers read ``attention_scale``). An option set for a mixer that does not
+  read it is refused, naming it, rather than silently ignored; so is a ``d_ff``
+  that no mixer of the block reads.
 """
 
 from __future__ import annotations
@@ -33,44 +35,85 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import (check_bool, check_dropout, check_even, check_int_in, check_non_negative_int,
-                      check_positive_float, check_positive_int, check_scale, check_token_ids)
+from ._checks import (
+    check_bool,
+    check_dropout,
+    check_even,
+    check_int_in,
+    check_non_negative_int,
+    check_positive_float,
+    check_positive_int,
+    check_scale,
+    check_token_ids,
+)
 from .alibi import AlibiMultiHeadAttention
 from .attention import KVCache, MultiHeadAttention
 from .feed_forward import VARIANTS, feed_forward_variant
 from .gmlp import GatedMLP
-from .positions import POSITION_SCHEMES, RotaryMultiHeadAttention, build_positions
+from .positions import (
+    POSITION_SCHEMES,
+    RotaryMultiHeadAttention,
+    build_positions,
+)
 
-__all__ = ["ModelConfig", "TokenMixer", "TOKEN_MIXERS", "CHANNEL_MIXERS", "register_token_mixer",
-           "register_channel_mixer", "Block", "LanguageModel"]
+__all__ = [
+    "ModelConfig",
+    "TokenMixer",
+    "TOKEN_MIXERS",
+    "CHANNEL_MIXERS",
+    "register_token_mixer",
+    "register_channel_mixer",
+    "Block",
+    "LanguageModel",
+]
 
 
 @dataclass
 class ModelConfig:
     """Everything needed to build a ``LanguageModel``.
 
-    ``positions`` and ``channel_mixer`` left as None are derived from the token mixer (see the
-    module docstring); a combination that would add positions twice, or a channel mixer to a
-    block that mixes channels itself, is refused with the value to write instead.
+    ``positions`` and ``channel_mixer`` left as None are derived from the token
+    mixer (see the module docstring); a combination that would add positions
+    twice, or a channel mixer to a block that mixes channels itself, is refused
+    with the value to write instead.
     """
 
     vocab_size: int
-    block_size: int = 128  # the training length; learned positions and gMLP's W have this many rows
+    # the training length; learned positions and gMLP's W have this many rows
+    block_size: int = 128
     d_model: int = 128
     n_layers: int = 4
     n_heads: int = 4
-    d_ff: int | None = None  # hidden size: None = 4·d_model for an FFN (2/3 of it if gated), 6·d_model for gMLP
+    d_ff: int | None = (
+        # hidden size: None = 4·d_model for an FFN (2/3 of it if gated),
+        # 6·d_model for gMLP
+        None
+    )
     dropout: float = 0.0
     token_mixer: str = "attention"
-    channel_mixer: str | None = None  # None: "none" if the token mixer mixes channels, else "gelu"
-    positions: str | None = None  # None: "none" if the token mixer encodes positions, else "learned"
-    attention_scale: float | None = None  # scores' scale in attention mixers; None = 1/sqrt(d_head)
+    # None: "none" if the token mixer mixes channels, else "gelu"
+    channel_mixer: str | None = None
+    positions: str | None = (
+        # None: "none" if the token mixer encodes positions, else "learned"
+        None
+    )
+    # scores' scale in attention mixers; None = 1/sqrt(d_head)
+    attention_scale: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size", "d_model", "n_layers", "n_heads"):
+        for name in (
+            "vocab_size",
+            "block_size",
+            "d_model",
+            "n_layers",
+            "n_heads",
+        ):
             check_positive_int(name, getattr(self, name))
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads"
+                f" ({self.n_heads})"
+            )
         if self.d_ff is not None:
             check_positive_int("d_ff", self.d_ff)
         check_dropout(self.dropout)
@@ -79,20 +122,30 @@ class ModelConfig:
         if self.positions is None:
             self.positions = "none" if mixer.positions_inside else "learned"
         if self.positions not in POSITION_SCHEMES:
-            raise ValueError(f"positions must be one of {POSITION_SCHEMES}, got {self.positions!r}")
+            raise ValueError(
+                f"positions must be one of {POSITION_SCHEMES}, got"
+                f" {self.positions!r}"
+            )
         if mixer.positions_inside and self.positions != "none":
-            raise ValueError(f"token_mixer={self.token_mixer!r} encodes positions itself; positions="
-                             f"{self.positions!r} would add them a second time: write positions='none' "
-                             "(or leave positions unset)")
+            raise ValueError(
+                f"token_mixer={self.token_mixer!r} encodes positions itself;"
+                f" positions={self.positions!r} would add them a second time:"
+                " write positions='none' (or leave positions unset)"
+            )
         if self.channel_mixer is None:
             self.channel_mixer = "none" if mixer.mixes_channels else "gelu"
         _lookup(CHANNEL_MIXERS, "channel_mixer", self.channel_mixer)
         if mixer.mixes_channels and self.d_ff is not None:
-            check_even("d_ff", self.d_ff)  # gMLP splits its hidden layer into two halves
+            # gMLP splits its hidden layer into two halves
+            check_even("d_ff", self.d_ff)
         if mixer.mixes_channels and self.channel_mixer != "none":
-            raise ValueError(f"token_mixer={self.token_mixer!r} mixes channels itself (its block replaces both "
-                             f"sub-layers); channel_mixer={self.channel_mixer!r} would add a second one: write "
-                             "channel_mixer='none' (or leave channel_mixer unset)")
+            raise ValueError(
+                f"token_mixer={self.token_mixer!r} mixes channels itself (its"
+                " block replaces both sub-layers);"
+                f" channel_mixer={self.channel_mixer!r} would add a second"
+                " one: write channel_mixer='none' (or leave channel_mixer"
+                " unset)"
+            )
         _refuse_unread_options(self, mixer)
 
     def to_dict(self) -> dict:
@@ -105,44 +158,63 @@ MixerFactory = Callable[[ModelConfig], nn.Module]
 
 @dataclass(frozen=True)
 class TokenMixer:
-    """A registered token mixer: how to build it, and what it brings besides token mixing."""
+    """A registered token mixer: how to build it, and what it brings besides
+    token mixing."""
 
     build: MixerFactory
-    positions_inside: bool = False  # encodes positions itself: the model adds no embeddings
-    mixes_channels: bool = False  # mixes channels itself: the block has no channel mixer
+    # encodes positions itself: the model adds no embeddings
+    positions_inside: bool = False
+    # mixes channels itself: the block has no channel mixer
+    mixes_channels: bool = False
     options: tuple[str, ...] = ()  # the fields of MIXER_OPTIONS that it reads
 
 
-#: ``ModelConfig`` fields that only some token mixers read (None: unset). A mixer declares those it
-#: reads in ``TokenMixer.options``; any other one set is refused.
+#: ``ModelConfig`` fields that only some token mixers read (None: unset). A
+#: mixer declares those it reads in ``TokenMixer.options``; any other one set
+#: is refused.
 MIXER_OPTIONS = ("attention_scale",)
 
 
 #: Registered token mixers: name -> ``TokenMixer``.
 TOKEN_MIXERS: dict[str, TokenMixer] = {}
-#: Registered channel mixers: name -> factory, or None for "none" (no channel mixer).
+#: Registered channel mixers: name -> factory, or None for "none" (no channel
+#: mixer).
 CHANNEL_MIXERS: dict[str, MixerFactory | None] = {}
 
 
-def register_token_mixer(name: str, *, positions_inside: bool = False, mixes_channels: bool = False,
-                         options: tuple[str, ...] = ()) -> Callable[[MixerFactory], MixerFactory]:
-    """Decorator: make ``factory(config)`` available as ``token_mixer=name``; ``options`` names the
-    fields of ``MIXER_OPTIONS`` that the factory reads."""
+def register_token_mixer(
+    name: str,
+    *,
+    positions_inside: bool = False,
+    mixes_channels: bool = False,
+    options: tuple[str, ...] = (),
+) -> Callable[[MixerFactory], MixerFactory]:
+    """Decorator: make ``factory(config)`` available as ``token_mixer=name``;
+    ``options`` names the fields of ``MIXER_OPTIONS`` that the factory
+    reads."""
     _check_name("name", name)
     check_bool("positions_inside", positions_inside)
     check_bool("mixes_channels", mixes_channels)
     if isinstance(options, str) or not set(options) <= set(MIXER_OPTIONS):
-        raise ValueError(f"options must be a tuple of names in MIXER_OPTIONS {MIXER_OPTIONS}, got {options!r}")
+        raise ValueError(
+            "options must be a tuple of names in MIXER_OPTIONS"
+            f" {MIXER_OPTIONS}, got {options!r}"
+        )
 
     def add(factory: MixerFactory) -> MixerFactory:
-        TOKEN_MIXERS[name] = TokenMixer(factory, positions_inside, mixes_channels, tuple(options))
+        TOKEN_MIXERS[name] = TokenMixer(
+            factory, positions_inside, mixes_channels, tuple(options)
+        )
         return factory
 
     return add
 
 
-def register_channel_mixer(name: str) -> Callable[[MixerFactory], MixerFactory]:
-    """Decorator: make ``factory(config)`` available as ``channel_mixer=name``."""
+def register_channel_mixer(
+    name: str,
+) -> Callable[[MixerFactory], MixerFactory]:
+    """Decorator: make ``factory(config)`` available as
+    ``channel_mixer=name``."""
     _check_name("name", name)
 
     def add(factory: MixerFactory) -> MixerFactory:
@@ -154,7 +226,9 @@ def register_channel_mixer(name: str) -> Callable[[MixerFactory], MixerFactory]:
 
 def _lookup(registry: dict, kind: str, name: str):
     if not isinstance(name, str) or name not in registry:
-        raise ValueError(f"unknown {kind} {name!r}; registered: {sorted(registry)}")
+        raise ValueError(
+            f"unknown {kind} {name!r}; registered: {sorted(registry)}"
+        )
     return registry[name]
 
 
@@ -165,55 +239,92 @@ def _check_name(argument: str, name) -> str:
 
 
 def _refuse_unread_options(config: ModelConfig, mixer: TokenMixer) -> None:
-    """An option that no part of the model would read is a mistake: refuse it, naming it."""
+    """An option that no part of the model would read is a mistake: refuse it,
+    naming it."""
     for option in MIXER_OPTIONS:
         if getattr(config, option) is not None and option not in mixer.options:
-            readers = sorted(name for name, entry in TOKEN_MIXERS.items() if option in entry.options)
-            raise ValueError(f"token_mixer={config.token_mixer!r} does not read {option}="
-                             f"{getattr(config, option)!r} (only token_mixer in {readers} do): leave it None")
-    if config.d_ff is not None and not mixer.mixes_channels and config.channel_mixer == "none":
-        raise ValueError(f"d_ff={config.d_ff} is read by no mixer: token_mixer={config.token_mixer!r} does not "
-                         "mix channels and channel_mixer='none' adds no feed-forward: leave d_ff None")
+            readers = sorted(
+                name
+                for name, entry in TOKEN_MIXERS.items()
+                if option in entry.options
+            )
+            raise ValueError(
+                f"token_mixer={config.token_mixer!r} does not read"
+                f" {option}={getattr(config, option)!r} (only token_mixer in"
+                f" {readers} do): leave it None"
+            )
+    if (
+        config.d_ff is not None
+        and not mixer.mixes_channels
+        and config.channel_mixer == "none"
+    ):
+        raise ValueError(
+            f"d_ff={config.d_ff} is read by no mixer:"
+            f" token_mixer={config.token_mixer!r} does not mix channels and"
+            " channel_mixer='none' adds no feed-forward: leave d_ff None"
+        )
 
 
 def _attention_options(config: ModelConfig) -> dict:
-    return dict(dropout=config.dropout, causal=True, scale=config.attention_scale)
+    return dict(
+        dropout=config.dropout, causal=True, scale=config.attention_scale
+    )
 
 
 @register_token_mixer("attention", options=("attention_scale",))
 def _causal_attention(config: ModelConfig) -> nn.Module:
-    return MultiHeadAttention(config.d_model, config.n_heads, **_attention_options(config))
+    return MultiHeadAttention(
+        config.d_model, config.n_heads, **_attention_options(config)
+    )
 
 
-@register_token_mixer("alibi", positions_inside=True, options=("attention_scale",))
+@register_token_mixer(
+    "alibi", positions_inside=True, options=("attention_scale",)
+)
 def _alibi_attention(config: ModelConfig) -> nn.Module:
-    return AlibiMultiHeadAttention(config.d_model, config.n_heads, **_attention_options(config))
+    return AlibiMultiHeadAttention(
+        config.d_model, config.n_heads, **_attention_options(config)
+    )
 
 
-@register_token_mixer("rotary", positions_inside=True, options=("attention_scale",))
+@register_token_mixer(
+    "rotary", positions_inside=True, options=("attention_scale",)
+)
 def _rotary_attention(config: ModelConfig) -> nn.Module:
-    return RotaryMultiHeadAttention(config.d_model, config.n_heads, **_attention_options(config))
+    return RotaryMultiHeadAttention(
+        config.d_model, config.n_heads, **_attention_options(config)
+    )
 
 
 def _register_feed_forward(variant: str) -> None:
     @register_channel_mixer(variant)
     def build(config: ModelConfig) -> nn.Module:
-        return feed_forward_variant(variant, config.d_model, config.d_ff, dropout=config.dropout)
+        return feed_forward_variant(
+            variant, config.d_model, config.d_ff, dropout=config.dropout
+        )
 
 
 for _variant in VARIANTS:
     _register_feed_forward(_variant)
-CHANNEL_MIXERS["none"] = None  # the token mixer does its own channel mixing (gMLP)
+# the token mixer does its own channel mixing (gMLP)
+CHANNEL_MIXERS["none"] = None
 
 
-# gMLP's block replaces *both* mixers: its GatedMLP mixes tokens (the Spatial Gating Unit) and
-# channels (its two projections), and W [block_size, block_size] knows every position. So
-# Block(norm, GatedMLP, None) is exactly a GMLPBlock. d_ffn = d_ff, or 6·d_model (the ratio of
-# the paper's base models) when d_ff is None.
+# gMLP's block replaces *both* mixers: its GatedMLP mixes tokens (the Spatial
+# Gating Unit) and channels (its two projections), and W [block_size,
+# block_size] knows every position. So Block(norm, GatedMLP, None) is exactly a
+# GMLPBlock. d_ffn = d_ff, or 6·d_model (the ratio of the paper's base models)
+# when d_ff is None.
 def _gated_mlp(config: ModelConfig, tiny_attention: bool) -> nn.Module:
     d_ffn = config.d_ff if config.d_ff is not None else 6 * config.d_model
-    return GatedMLP(config.d_model, d_ffn, config.block_size, causal=True, tiny_attention=tiny_attention,
-                    dropout=config.dropout)
+    return GatedMLP(
+        config.d_model,
+        d_ffn,
+        config.block_size,
+        causal=True,
+        tiny_attention=tiny_attention,
+        dropout=config.dropout,
+    )
 
 
 @register_token_mixer("gmlp", positions_inside=True, mixes_channels=True)
@@ -227,23 +338,39 @@ def _amlp(config: ModelConfig) -> nn.Module:
 
 
 class Block(nn.Module):
-    """Pre-norm residual block: ``x + token_mixer(norm(x))``, then ``x + channel_mixer(norm(x))``.
+    """Pre-norm residual block: ``x + token_mixer(norm(x))``, then ``x +
+    channel_mixer(norm(x))``.
 
-    ``x``: ``[batch, seq, d_model]`` -> ``[batch, seq, d_model]``. ``channel_mixer``
-    may be ``None`` for a token mixer that mixes channels itself.
+    ``x``: ``[batch, seq, d_model]`` -> ``[batch, seq, d_model]``.
+    ``channel_mixer`` may be ``None`` for a token mixer that mixes channels
+    itself.
     """
 
-    def __init__(self, d_model: int, token_mixer: nn.Module, channel_mixer: nn.Module | None):
+    def __init__(
+        self,
+        d_model: int,
+        token_mixer: nn.Module,
+        channel_mixer: nn.Module | None,
+    ):
         super().__init__()
         self.norm_1 = nn.LayerNorm(d_model)
         self.token_mixer = token_mixer
-        self.norm_2 = nn.LayerNorm(d_model) if channel_mixer is not None else None
+        self.norm_2 = (
+            nn.LayerNorm(d_model) if channel_mixer is not None else None
+        )
         self.channel_mixer = channel_mixer
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """``cache``: the token mixer's ``KVCache`` when decoding (attention mixers only)."""
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None
+    ) -> torch.Tensor:
+        """``cache``: the token mixer's ``KVCache`` when decoding (attention
+        mixers only)."""
         mixer_input = self.norm_1(x)
-        x = x + (self.token_mixer(mixer_input) if cache is None else self.token_mixer(mixer_input, cache=cache))
+        x = x + (
+            self.token_mixer(mixer_input)
+            if cache is None
+            else self.token_mixer(mixer_input, cache=cache)
+        )
         if self.channel_mixer is not None:
             x = x + self.channel_mixer(self.norm_2(x))
         return x
@@ -259,16 +386,26 @@ class LanguageModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        make_token_mixer = _lookup(TOKEN_MIXERS, "token_mixer", config.token_mixer).build
-        make_channel_mixer = _lookup(CHANNEL_MIXERS, "channel_mixer", config.channel_mixer)
+        make_token_mixer = _lookup(
+            TOKEN_MIXERS, "token_mixer", config.token_mixer
+        ).build
+        make_channel_mixer = _lookup(
+            CHANNEL_MIXERS, "channel_mixer", config.channel_mixer
+        )
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
-        self.positions = build_positions(config.positions, config.d_model, config.block_size)
+        self.positions = build_positions(
+            config.positions, config.d_model, config.block_size
+        )
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
             Block(
                 config.d_model,
                 make_token_mixer(config),
-                make_channel_mixer(config) if make_channel_mixer is not None else None,
+                (
+                    make_channel_mixer(config)
+                    if make_channel_mixer is not None
+                    else None
+                ),
             )
             for _ in range(config.n_layers)
         )
@@ -284,16 +421,21 @@ class LanguageModel(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        """``idx`` ``int64[batch, seq]`` -> ``(logits [batch, seq, vocab], loss or None)``.
+        """``idx`` ``int64[batch, seq]`` -> ``(logits [batch, seq, vocab], loss
+        or None)``.
 
-        ``loss`` is the mean cross-entropy in nats per character against ``targets``, ``int64[batch,
-        seq]`` too. Every id of both must lie in ``[0, vocab_size)``.
+        ``loss`` is the mean cross-entropy in nats per character against
+        ``targets``, ``int64[batch, seq]`` too. Every id of both must lie in
+        ``[0, vocab_size)``.
         """
         check_token_ids(idx, "idx", self.config.vocab_size)
         if targets is not None:
             check_token_ids(targets, "targets", self.config.vocab_size)
             if targets.shape != idx.shape:
-                raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
+                raise ValueError(
+                    f"targets must have the shape of idx {tuple(idx.shape)},"
+                    f" got {tuple(targets.shape)}"
+                )
         x = self.dropout(self._embed(idx))
         for block in self.blocks:
             x = block(x)
@@ -304,28 +446,39 @@ class LanguageModel(nn.Module):
         return logits, loss
 
     def decodes_with_cache(self) -> bool:
-        """Whether ``generate`` can keep a ``KVCache`` in every block: every token mixer is
-        attention and no position embedding is added outside it (ALiBi, rotary, or none).
+        """Whether ``generate`` can keep a ``KVCache`` in every block: every
+        token mixer is attention and no position embedding is added outside it
+        (ALiBi, rotary, or none).
 
-        Why not otherwise: a learned or sinusoidal table is added to the *input* at absolute
-        positions, and a model trained at ``block_size`` is shown at most that window, whose
-        positions shift with every new token; gMLP's W has ``block_size`` rows and mixes the
-        whole window at once. Those models recompute their cropped window for every token.
+        Why not otherwise: a learned or sinusoidal table is added to the
+        *input* at absolute positions, and a model trained at ``block_size`` is
+        shown at most that window, whose positions shift with every new token;
+        gMLP's W has ``block_size`` rows and mixes the whole window at once.
+        Those models recompute their cropped window for every token.
         """
         return self.config.positions == "none" and all(
-            isinstance(block.token_mixer, MultiHeadAttention) for block in self.blocks)
+            isinstance(block.token_mixer, MultiHeadAttention)
+            for block in self.blocks
+        )
 
     def _embed(self, idx: torch.Tensor) -> torch.Tensor:
-        """Token embeddings ``[batch, seq, d_model]``, plus the position table's first seq rows if
-        the model adds positions to its input."""
+        """Token embeddings ``[batch, seq, d_model]``, plus the position
+        table's first seq rows if the model adds positions to its input."""
         x = self.token_embedding(idx)
         positions = self.positions(idx.shape[1])
-        return x if positions is None else x + positions.to(device=x.device, dtype=x.dtype)
+        return (
+            x
+            if positions is None
+            else x + positions.to(device=x.device, dtype=x.dtype)
+        )
 
-    def _next_logits(self, idx: torch.Tensor, caches: list[KVCache] | None) -> torch.Tensor:
-        """Logits ``[batch, vocab]`` for the token after ``idx`` ``[batch, seq]``: only the last
-        position goes through the head. With ``caches`` (one per block), ``idx`` holds only the
-        tokens they have not seen yet."""
+    def _next_logits(
+        self, idx: torch.Tensor, caches: list[KVCache] | None
+    ) -> torch.Tensor:
+        """Logits ``[batch, vocab]`` for the token after ``idx`` ``[batch,
+        seq]``: only the last position goes through the head. With ``caches``
+        (one per block), ``idx`` holds only the tokens they have not seen
+        yet."""
         x = self._embed(idx)
         for i, block in enumerate(self.blocks):
             x = block(x) if caches is None else block(x, cache=caches[i])
@@ -341,17 +494,20 @@ class LanguageModel(nn.Module):
         generator: torch.Generator | None = None,
         max_context: int | None = None,
     ) -> torch.Tensor:
-        """Extend ``idx`` ``[batch, seq]`` by ``max_new_tokens`` sampled tokens.
+        """Extend ``idx`` ``[batch, seq]`` by ``max_new_tokens`` sampled
+        tokens.
 
-        Models that can (``decodes_with_cache``: ALiBi, rotary, attention without embedded
-        positions) decode through a ``KVCache`` in every block: each new token is one query
-        against the keys kept so far, and they read *past the training length*, every token so
-        far by default, or the last ``max_context`` in every layer (sliding-window attention).
-        The others read the last ``block_size`` tokens (or ``max_context``, if smaller), the
-        window recomputed for every token.
+        Models that can (``decodes_with_cache``: ALiBi, rotary, attention
+        without embedded positions) decode through a ``KVCache`` in every
+        block: each new token is one query against the keys kept so far, and
+        they read *past the training length*, every token so far by default, or
+        the last ``max_context`` in every layer (sliding-window attention). The
+        others read the last ``block_size`` tokens (or ``max_context``, if
+        smaller), the window recomputed for every token.
 
-        ``temperature`` (a positive finite float) divides the logits; ``top_k`` (None, or an int
-        in [1, vocab_size]) keeps only the k most likely characters. ``max_new_tokens`` is an int >= 0.
+        ``temperature`` (a positive finite float) divides the logits; ``top_k``
+        (None, or an int in [1, vocab_size]) keeps only the k most likely
+        characters. ``max_new_tokens`` is an int >= 0.
         """
         check_token_ids(idx, "idx", self.config.vocab_size)
         check_non_negative_int("max_new_tokens", max_new_tokens)
@@ -362,9 +518,14 @@ class LanguageModel(nn.Module):
             check_positive_int("max_context", max_context)
         if self.decodes_with_cache():
             caches = [KVCache(max_context) for _ in self.blocks]
-            step = idx[:, -max_context:] if max_context is not None else idx  # the prompt, at once
+            # the prompt, at once
+            step = idx[:, -max_context:] if max_context is not None else idx
         else:
-            window = self.config.block_size if max_context is None else min(max_context, self.config.block_size)
+            window = (
+                self.config.block_size
+                if max_context is None
+                else min(max_context, self.config.block_size)
+            )
             caches = None
         for _ in range(max_new_tokens):
             context = step if caches is not None else idx[:, -window:]
@@ -372,7 +533,9 @@ class LanguageModel(nn.Module):
             if top_k is not None:
                 kth = torch.topk(logits, top_k).values[:, -1:]
                 logits = logits.masked_fill(logits < kth, float("-inf"))
-            next_id = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+            next_id = torch.multinomial(
+                F.softmax(logits, dim=-1), 1, generator=generator
+            )
             idx = torch.cat([idx, next_id], dim=1)
             step = next_id
         return idx

@@ -10,11 +10,19 @@ import math
 from typing import Sequence
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import MaxNLocator
 import torch
+from matplotlib.ticker import MaxNLocator
 
-from ._checks import (check_bool, check_choice, check_finite_float, check_flags, check_non_negative_float,
-                      check_non_negative_int, check_positive_float, check_positive_int)
+from ._checks import (
+    check_bool,
+    check_choice,
+    check_finite_float,
+    check_flags,
+    check_non_negative_float,
+    check_non_negative_int,
+    check_positive_float,
+    check_positive_int,
+)
 
 
 def _finish(ax, title: str | None):
@@ -31,106 +39,180 @@ def _axes(ax):
 
 
 def _check_vmax(vmax) -> None:
-    """None (the data's largest magnitude) or a positive finite colour limit."""
+    """None (the data's largest magnitude) or a positive finite colour
+    limit."""
     if vmax is not None:
         check_positive_float("vmax", vmax)
 
 
 def _check_points(points) -> None:
     if check_positive_int("points", points) < 2:
-        raise ValueError(f"points must be an int >= 2 (a curve or a grid needs two), got {points}")
+        raise ValueError(
+            "points must be an int >= 2 (a curve or a grid needs two), got"
+            f" {points}"
+        )
 
 
 def _check_titles(titles, count: int) -> None:
-    if titles is not None and (isinstance(titles, str) or len(titles) != count):
-        raise ValueError(f"titles must be one per panel ({count}), got {titles!r}")
+    if titles is not None and (
+        isinstance(titles, str) or len(titles) != count
+    ):
+        raise ValueError(
+            f"titles must be one per panel ({count}), got {titles!r}"
+        )
 
 
-# Curves are told apart by line style and marker as well as colour (colour alone fails readers
-# with colour-blindness and grey-scale prints): the i-th curve of a plot gets style(i).
+# Curves are told apart by line style and marker as well as colour (colour
+# alone fails readers with colour-blindness and grey-scale prints): the i-th
+# curve of a plot gets style(i).
 LINESTYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def style(i: int, markers: bool = True) -> dict:
-    """Colour, line style and (with ``markers``) marker of the ``i``-th curve of a plot (i >= 0)."""
+    """Colour, line style and (with ``markers``) marker of the ``i``-th curve
+    of a plot (i >= 0)."""
     check_non_negative_int("i", i)
     check_bool("markers", markers)
-    looks = {"color": f"C{i % 10}", "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+    looks = {
+        "color": f"C{i % 10}",
+        "linestyle": LINESTYLES[i % len(LINESTYLES)],
+    }
     if markers:
         looks["marker"] = MARKERS[i % len(MARKERS)]
     return looks
 
 
-# The widest a chapter's figure is drawn, in inches (100 CSS pixels each; the inline backend adds
-# 0.1 in of margin on each side): on a 390-pixel phone, whose text column is about 340 pixels
-# wide, such a figure is shown at half its size or more.
+# The widest a chapter's figure is drawn, in inches (100 CSS pixels each; the
+# inline backend adds 0.1 in of margin on each side): on a 390-pixel phone,
+# whose text column is about 340 pixels wide, such a figure is shown at half
+# its size or more.
 MAX_WIDTH = 6.5
 
 
-def panel_grid(count: int, size: tuple[float, float], pad: float = 0.0, **subplots_kwargs):
-    """A new figure of ``count`` panels of ``size`` inches, as many to a row as fit in ``MAX_WIDTH``
-    with ``pad`` inches to spare (for a colour bar); the last row's empty places are removed.
+def panel_grid(
+    count: int, size: tuple[float, float], pad: float = 0.0, **subplots_kwargs
+):
+    """A new figure of ``count`` panels of ``size`` inches, as many to a row as
+    fit in ``MAX_WIDTH`` with ``pad`` inches to spare (for a colour bar); the
+    last row's empty places are removed.
 
-    Returns ``(figure, axes)``, ``axes`` a list of ``count`` Axes in reading order. Extra keyword
-    arguments (``sharey=True``, ...) go to ``plt.subplots``. ``count`` is a positive int, ``size``
-    two positive floats, ``pad`` a non-negative float.
+    Returns ``(figure, axes)``, ``axes`` a list of ``count`` Axes in reading
+    order. Extra keyword arguments (``sharey=True``, ...) go to
+    ``plt.subplots``. ``count`` is a positive int, ``size`` two positive
+    floats, ``pad`` a non-negative float.
     """
     check_positive_int("count", count)
     if isinstance(size, str) or not hasattr(size, "__len__") or len(size) != 2:
-        raise ValueError(f"size must be two positive floats (width, height) in inches, got {size!r}")
+        raise ValueError(
+            "size must be two positive floats (width, height) in inches, got"
+            f" {size!r}"
+        )
     check_positive_float("size[0]", size[0])
     check_positive_float("size[1]", size[1])
     check_non_negative_float("pad", pad)
     columns = min(count, max(1, int((MAX_WIDTH - pad) // size[0])))
     rows = math.ceil(count / columns)
-    fig, grid = plt.subplots(rows, columns, figsize=(size[0] * columns + pad, size[1] * rows), squeeze=False,
-                             layout="constrained", **subplots_kwargs)
+    fig, grid = plt.subplots(
+        rows,
+        columns,
+        figsize=(size[0] * columns + pad, size[1] * rows),
+        squeeze=False,
+        layout="constrained",
+        **subplots_kwargs,
+    )
     for spare in grid.flat[count:]:
         fig.delaxes(spare)
     return fig, list(grid.flat[:count])
 
 
-def _panels(stack: torch.Tensor, name: str, expected: str, axes, size: tuple[float, float], pad: float,
-            unit: str = "head", dtype: torch.dtype = torch.float32):
-    """A ``[n, rows, cols]`` (or ``[rows, cols]``) tensor on the CPU and one Axes per matrix.
+def _panels(
+    stack: torch.Tensor,
+    name: str,
+    expected: str,
+    axes,
+    size: tuple[float, float],
+    pad: float,
+    unit: str = "head",
+    dtype: torch.dtype = torch.float32,
+):
+    """A ``[n, rows, cols]`` (or ``[rows, cols]``) tensor on the CPU and one
+    Axes per matrix.
 
-    Draws into ``axes`` (one per matrix) or a new ``panel_grid`` of ``size``-inch panels with ``pad``
-    inches for the colour bar; the shared check and layout of ``attention_heads``,
-    ``spatial_weights`` and ``bias_heads``.
+    Draws into ``axes`` (one per matrix) or a new ``panel_grid`` of
+    ``size``-inch panels with ``pad`` inches for the colour bar; the shared
+    check and layout of ``attention_heads``, ``spatial_weights`` and
+    ``bias_heads``.
     """
     values = stack.detach().to(dtype).cpu()
     if values.dim() == 2:
         values = values[None]
     if values.dim() != 3:
-        raise ValueError(f"{name} must be {expected}, got {tuple(stack.shape)}")
+        raise ValueError(
+            f"{name} must be {expected}, got {tuple(stack.shape)}"
+        )
     count = values.shape[0]
     if axes is None:
         _, axes = panel_grid(count, size, pad)
     axes = list(axes) if not isinstance(axes, plt.Axes) else [axes]
     if len(axes) != count:
-        raise ValueError(f"need one axes per {unit}: {count} of them, {len(axes)} axes")
+        raise ValueError(
+            f"need one axes per {unit}: {count} of them, {len(axes)} axes"
+        )
     return values, axes
 
 
-def loss_curves(runs: dict[str, dict], ax=None, train: bool = True, title: str | None = None):
-    """Validation (solid) and training (dashed) loss against step for each named run.
+def loss_curves(
+    runs: dict[str, dict],
+    ax=None,
+    train: bool = True,
+    title: str | None = None,
+):
+    """Validation (solid) and training (dashed) loss against step for each
+    named run.
 
-    ``runs`` maps a label to a ``TrainResult.to_dict()`` (``steps``, ``train_loss``, ``val_loss``).
+    ``runs`` maps a label to a ``TrainResult.to_dict()`` (``steps``,
+    ``train_loss``, ``val_loss``).
     """
     check_bool("train", train)
     ax = _axes(ax)
     for i, (label, run) in enumerate(runs.items()):
-        looks = style(i)  # the run's colour and marker; solid for validation, dashed for training
-        color, marker, every = looks["color"], looks["marker"], max(1, len(run["steps"]) // 8)
-        ax.plot(run["steps"], run["val_loss"], color=color, marker=marker, markevery=every, markersize=4,
-                label=f"{label} (val)")
+        # the run's colour and marker; solid for validation, dashed for
+        # training
+        looks = style(i)
+        color, marker, every = (
+            looks["color"],
+            looks["marker"],
+            max(1, len(run["steps"]) // 8),
+        )
+        ax.plot(
+            run["steps"],
+            run["val_loss"],
+            color=color,
+            marker=marker,
+            markevery=every,
+            markersize=4,
+            label=f"{label} (val)",
+        )
         if train:
-            ax.plot(run["steps"], run["train_loss"], color=color, linestyle="--", alpha=0.6, marker=marker,
-                    markevery=every, markersize=3, fillstyle="none", label=f"{label} (train)")
+            ax.plot(
+                run["steps"],
+                run["train_loss"],
+                color=color,
+                linestyle="--",
+                alpha=0.6,
+                marker=marker,
+                markevery=every,
+                markersize=3,
+                fillstyle="none",
+                label=f"{label} (train)",
+            )
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats / char)")
-    secondary = ax.secondary_yaxis("right", functions=(lambda n: n / math.log(2), lambda b: b * math.log(2)))
+    secondary = ax.secondary_yaxis(
+        "right",
+        functions=(lambda n: n / math.log(2), lambda b: b * math.log(2)),
+    )
     secondary.set_ylabel("bits / char")
     return _finish(ax, title)
 
@@ -148,12 +230,15 @@ def heatmap(
     colorbar_label: str | None = None,
     **imshow_kwargs,
 ):
-    """A 2-d tensor as an image: rows = queries (``y``), columns = keys (``x``), with a colour bar."""
+    """A 2-d tensor as an image: rows = queries (``y``), columns = keys
+    (``x``), with a colour bar."""
     check_bool("colorbar", colorbar)
     ax = _axes(ax)
     values = matrix.detach().float().cpu()
     if values.dim() != 2:
-        raise ValueError(f"matrix must be 2-d, got shape {tuple(values.shape)}")
+        raise ValueError(
+            f"matrix must be 2-d, got shape {tuple(values.shape)}"
+        )
     image = ax.imshow(values, cmap=cmap, **imshow_kwargs)
     if x_labels is not None:
         ax.set_xticks(range(len(x_labels)), list(x_labels), fontsize="small")
@@ -166,7 +251,9 @@ def heatmap(
     if title:
         ax.set_title(title)
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
+        ax.figure.colorbar(
+            image, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label
+        )
     return ax
 
 
@@ -179,25 +266,53 @@ def attention_heads(
     cmap: str = "viridis",
     colorbar: bool = True,
 ):
-    """One heat map per head of attention weights ``[heads, q_len, k_len]`` (or ``[q_len, k_len]``).
+    """One heat map per head of attention weights ``[heads, q_len, k_len]`` (or
+    ``[q_len, k_len]``).
 
-    Rows are queries (labelled by ``tokens``), columns are keys (``key_tokens``, default ``tokens``).
-    All heads share the colour scale [0, 1], so their sharpness can be compared at a glance. Draws
-    into ``axes`` (one per head) or a new grid of axes; returns the axes.
+    Rows are queries (labelled by ``tokens``), columns are keys
+    (``key_tokens``, default ``tokens``). All heads share the colour scale [0,
+    1], so their sharpness can be compared at a glance. Draws into ``axes``
+    (one per head) or a new grid of axes; returns the axes.
     """
     check_bool("colorbar", colorbar)
-    values, axes = _panels(weights, "weights", "[heads, q_len, k_len] or [q_len, k_len]", axes, (2.9, 2.9), 0.6)
+    values, axes = _panels(
+        weights,
+        "weights",
+        "[heads, q_len, k_len] or [q_len, k_len]",
+        axes,
+        (2.9, 2.9),
+        0.6,
+    )
     _check_titles(titles, len(axes))
     heads = values.shape[0]
     key_tokens = tokens if key_tokens is None else key_tokens
     for h, ax in enumerate(axes):
-        title = titles[h] if titles is not None else (f"head {h}" if heads > 1 else None)
-        heatmap(values[h], ax=ax, x_labels=key_tokens, y_labels=tokens, title=title, cmap=cmap,
-                colorbar=False, vmin=0.0, vmax=1.0)
+        title = (
+            titles[h]
+            if titles is not None
+            else (f"head {h}" if heads > 1 else None)
+        )
+        heatmap(
+            values[h],
+            ax=ax,
+            x_labels=key_tokens,
+            y_labels=tokens,
+            title=title,
+            cmap=cmap,
+            colorbar=False,
+            vmin=0.0,
+            vmax=1.0,
+        )
         if key_tokens is not None:
             ax.tick_params(axis="x", labelrotation=90)
     if colorbar:
-        axes[0].figure.colorbar(axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02, label="attention weight")
+        axes[0].figure.colorbar(
+            axes[-1].images[0],
+            ax=axes,
+            shrink=0.85,
+            pad=0.02,
+            label="attention weight",
+        )
     return axes
 
 
@@ -211,24 +326,42 @@ def activation_curves(
     points: int = 401,
     title: str | None = None,
 ):
-    """Each activation ``f(z)`` of ``mixers.feed_forward.ACTIVATIONS`` named in ``names``, over ``z``
-    from ``z_range[0]`` to ``z_range[1]`` (finite, increasing) at ``points`` (>= 2) points."""
+    """Each activation ``f(z)`` of ``mixers.feed_forward.ACTIVATIONS`` named in
+    ``names``, over ``z`` from ``z_range[0]`` to ``z_range[1]`` (finite,
+    increasing) at ``points`` (>= 2) points.
+    """
     from .feed_forward import ACTIVATIONS
 
     if isinstance(names, str):
-        raise TypeError(f"names must be a sequence of activation names, not a str, got {names!r}")
+        raise TypeError(
+            "names must be a sequence of activation names, not a str, got"
+            f" {names!r}"
+        )
     low, high = z_range if len(z_range) == 2 else (0.0, 0.0)
-    if check_finite_float("z_range[0]", low) >= check_finite_float("z_range[1]", high):
-        raise ValueError(f"z_range must be two finite floats (low, high) with low < high, got {z_range!r}")
+    if check_finite_float("z_range[0]", low) >= check_finite_float(
+        "z_range[1]", high
+    ):
+        raise ValueError(
+            "z_range must be two finite floats (low, high) with low < high,"
+            f" got {z_range!r}"
+        )
     _check_points(points)
 
     ax = _axes(ax)
     z = torch.linspace(*z_range, points)
     for name in names:
         if name not in ACTIVATIONS:
-            raise ValueError(f"names must be keys of ACTIVATIONS {list(ACTIVATIONS)}, got {name!r}")
+            raise ValueError(
+                f"names must be keys of ACTIVATIONS {list(ACTIVATIONS)}, got"
+                f" {name!r}"
+            )
         with torch.no_grad():
-            ax.plot(z, ACTIVATIONS[name]()(z), label=name, **style(len(ax.lines), markers=False))
+            ax.plot(
+                z,
+                ACTIVATIONS[name]()(z),
+                label=name,
+                **style(len(ax.lines), markers=False),
+            )
     ax.axhline(0, color="black", linewidth=0.6)
     ax.axvline(0, color="black", linewidth=0.6)
     ax.set_xlabel("z")
@@ -246,14 +379,16 @@ def gate_surface(
     title: str | None = None,
     colorbar: bool = True,
 ):
-    """What one hidden unit computes from its two pre-activations, over a grid of ``(a, b)``.
+    """What one hidden unit computes from its two pre-activations, over a grid
+    of ``(a, b)``.
 
-    ``a = x·w1`` is the activation branch and ``b = x·v`` the linear branch; a gated unit
-    outputs ``f(a)·b``, an ungated one ``f(a)`` whatever ``b`` is. ``activation`` is a key of
-    ``mixers.feed_forward.ACTIVATIONS``. Drawn as a diverging colour map (red > 0 > blue) over
-    ``[-extent, extent]²`` with black contours; ``vmax`` fixes the colour scale (default: the
-    largest absolute value), so several panels can share one. ``extent`` and ``vmax`` are positive
-    finite floats, ``points`` an int >= 2.
+    ``a = x·w1`` is the activation branch and ``b = x·v`` the linear branch; a
+    gated unit outputs ``f(a)·b``, an ungated one ``f(a)`` whatever ``b`` is.
+    ``activation`` is a key of ``mixers.feed_forward.ACTIVATIONS``. Drawn as a
+    diverging colour map (red > 0 > blue) over ``[-extent, extent]²`` with
+    black contours; ``vmax`` fixes the colour scale (default: the largest
+    absolute value), so several panels can share one. ``extent`` and ``vmax``
+    are positive finite floats, ``points`` an int >= 2.
     """
     from .feed_forward import ACTIVATIONS
 
@@ -263,7 +398,10 @@ def gate_surface(
     _check_vmax(vmax)
 
     if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be a key of ACTIVATIONS {list(ACTIVATIONS)}, got {activation!r}")
+        raise ValueError(
+            f"activation must be a key of ACTIVATIONS {list(ACTIVATIONS)}, got"
+            f" {activation!r}"
+        )
     ax = _axes(ax)
     axis = torch.linspace(-extent, extent, points)
     b, a = torch.meshgrid(axis, axis, indexing="ij")  # rows: b, columns: a
@@ -272,14 +410,29 @@ def gate_surface(
     if gated:
         values = values * b
     limit = vmax if vmax is not None else max(values.abs().max().item(), 1e-12)
-    image = ax.imshow(values, origin="lower", extent=(-extent, extent, -extent, extent), cmap="RdBu_r",
-                      vmin=-limit, vmax=limit, aspect="equal")
-    ax.contour(a, b, values, levels=9, colors="black", linewidths=0.5, alpha=0.6)
+    image = ax.imshow(
+        values,
+        origin="lower",
+        extent=(-extent, extent, -extent, extent),
+        cmap="RdBu_r",
+        vmin=-limit,
+        vmax=limit,
+        aspect="equal",
+    )
+    ax.contour(
+        a, b, values, levels=9, colors="black", linewidths=0.5, alpha=0.6
+    )
     ax.set_xlabel("a = x·w₁ (activation branch)")
     ax.set_ylabel("b = x·v (linear branch)")
-    ax.set_title(title if title is not None else (f"{activation}(a)·b" if gated else f"{activation}(a)"))
+    ax.set_title(
+        title
+        if title is not None
+        else (f"{activation}(a)·b" if gated else f"{activation}(a)")
+    )
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="unit output")
+        ax.figure.colorbar(
+            image, ax=ax, fraction=0.046, pad=0.04, label="unit output"
+        )
     return ax
 
 
@@ -291,25 +444,42 @@ def loss_bands(
     linestyles: dict[str, str] | None = None,
     title: str | None = None,
 ):
-    """The mean over seeds of each group's loss curve, in a band of ± one standard deviation.
+    """The mean over seeds of each group's loss curve, in a band of ± one
+    standard deviation.
 
-    ``groups`` maps a label to the ``TrainResult.to_dict()`` of each seed's run; the runs of a
-    group must share their evaluation steps. ``metric`` is ``"val_loss"`` or ``"train_loss"``.
+    ``groups`` maps a label to the ``TrainResult.to_dict()`` of each seed's
+    run; the runs of a group must share their evaluation steps. ``metric`` is
+    ``"val_loss"`` or ``"train_loss"``.
     """
     check_choice("metric", metric, ("val_loss", "train_loss"))
     ax = _axes(ax)
     for i, (label, runs) in enumerate(groups.items()):
         steps = runs[0]["steps"]
         if any(run["steps"] != steps for run in runs):
-            raise ValueError(f"the runs of group {label!r} must share their evaluation steps")
-        curves = torch.tensor([run[metric] for run in runs], dtype=torch.float64)  # [seeds, evals]
+            raise ValueError(
+                f"the runs of group {label!r} must share their evaluation"
+                " steps"
+            )
+        # [seeds, evals]
+        curves = torch.tensor(
+            [run[metric] for run in runs], dtype=torch.float64
+        )
         mean = curves.mean(0)
         std = curves.std(0) if len(runs) > 1 else torch.zeros_like(mean)
         color = (colors or {}).get(label, f"C{i}")
-        ax.plot(steps, mean, color=color, linestyle=(linestyles or {}).get(label, style(i)["linestyle"]),
-                marker=style(i)["marker"], markevery=max(1, len(steps) // 8), markersize=4,
-                label=f"{label} (n={len(runs)})")
-        ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.15, linewidth=0)
+        ax.plot(
+            steps,
+            mean,
+            color=color,
+            linestyle=(linestyles or {}).get(label, style(i)["linestyle"]),
+            marker=style(i)["marker"],
+            markevery=max(1, len(steps) // 8),
+            markersize=4,
+            label=f"{label} (n={len(runs)})",
+        )
+        ax.fill_between(
+            steps, mean - std, mean + std, color=color, alpha=0.15, linewidth=0
+        )
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats / char)")
     return _finish(ax, title)
@@ -322,16 +492,29 @@ def seed_spread(
     ylabel: str = "best validation loss (nats / char)",
     title: str | None = None,
 ):
-    """One column per label: each seed's value as a dot, and the mean ± one standard deviation as a bar."""
+    """One column per label: each seed's value as a dot, and the mean ± one
+    standard deviation as a bar."""
     ax = _axes(ax)
     for i, (label, seeds) in enumerate(values.items()):
         seeds = torch.tensor(list(seeds), dtype=torch.float64)
         color = (colors or {}).get(label, f"C{i}")
-        offsets = torch.linspace(-0.12, 0.12, len(seeds)) if len(seeds) > 1 else torch.zeros(1)
+        offsets = (
+            torch.linspace(-0.12, 0.12, len(seeds))
+            if len(seeds) > 1
+            else torch.zeros(1)
+        )
         ax.scatter(i + offsets, seeds, color=color, s=18, alpha=0.7, zorder=3)
         std = seeds.std().item() if len(seeds) > 1 else 0.0
-        ax.errorbar(i + 0.3, seeds.mean().item(), yerr=std, color=color, marker="_", markersize=14,
-                    capsize=3, zorder=3)
+        ax.errorbar(
+            i + 0.3,
+            seeds.mean().item(),
+            yerr=std,
+            color=color,
+            marker="_",
+            markersize=14,
+            capsize=3,
+            zorder=3,
+        )
     ax.set_xticks(range(len(values)), list(values), fontsize="small")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, axis="y")
@@ -348,12 +531,14 @@ def spatial_weights(
     cmap: str = "RdBu_r",
     colorbar: bool = True,
 ):
-    """One heat map per learned spatial weight W ``[k, seq, seq]`` (or ``[seq, seq]``): rows are
-    the positions i that read, columns the positions j that are read.
+    """One heat map per learned spatial weight W ``[k, seq, seq]`` (or ``[seq,
+    seq]``): rows are the positions i that read, columns the positions j that
+    are read.
 
-    W is signed, so the colour scale is diverging and symmetric about 0 (white), shared by all
-    maps: ``[-vmax, vmax]`` with ``vmax`` (a positive float) the largest ``|W|`` unless given.
-    Draws into ``axes`` (one per matrix) or a new grid of axes; returns the axes.
+    W is signed, so the colour scale is diverging and symmetric about 0
+    (white), shared by all maps: ``[-vmax, vmax]`` with ``vmax`` (a positive
+    float) the largest ``|W|`` unless given. Draws into ``axes`` (one per
+    matrix) or a new grid of axes; returns the axes.
     """
     check_bool("colorbar", colorbar)
     _check_vmax(vmax)
@@ -361,20 +546,43 @@ def spatial_weights(
         weights = torch.stack([torch.as_tensor(w) for w in weights])
     weights = torch.as_tensor(weights)
     if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
-        raise ValueError(f"weights must be [k, seq, seq] or [seq, seq], got {tuple(weights.shape)}")
-    values, axes = _panels(weights, "weights", "[k, seq, seq] or [seq, seq]", axes, (2.8, 2.8), 0.8, unit="matrix")
+        raise ValueError(
+            "weights must be [k, seq, seq] or [seq, seq], got"
+            f" {tuple(weights.shape)}"
+        )
+    values, axes = _panels(
+        weights,
+        "weights",
+        "[k, seq, seq] or [seq, seq]",
+        axes,
+        (2.8, 2.8),
+        0.8,
+        unit="matrix",
+    )
     _check_titles(titles, len(axes))
     limit = float(values.abs().max()) if vmax is None else float(vmax)
     limit = limit if limit > 0 else 1.0
     for k, ax in enumerate(axes):
-        heatmap(values[k], ax=ax, title=titles[k] if titles is not None else None, cmap=cmap, colorbar=False,
-                xlabel=None, ylabel=None, vmin=-limit, vmax=limit)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
+        heatmap(
+            values[k],
+            ax=ax,
+            title=titles[k] if titles is not None else None,
+            cmap=cmap,
+            colorbar=False,
+            xlabel=None,
+            ylabel=None,
+            vmin=-limit,
+            vmax=limit,
+        )
+        # positions are whole numbers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("j (read)", fontsize="small")
         ax.set_ylabel("i (reads)", fontsize="small")
     if colorbar:
-        axes[0].figure.colorbar(axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02, label="W[i, j]")
+        axes[0].figure.colorbar(
+            axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02, label="W[i, j]"
+        )
     return axes
 
 
@@ -384,20 +592,25 @@ def diagonal_profile(
     max_offset: int | None = None,
     title: str | None = None,
 ):
-    """The mean of each diagonal of W against its offset k = i - j (how far back position i reads).
+    """The mean of each diagonal of W against its offset k = i - j (how far
+    back position i reads).
 
-    ``means`` maps a label to the causal diagonal means ``m_0, m_1, ...`` (``gmlp.diagonal_means``);
-    ``max_offset`` (None or an int >= 0) crops the offsets shown. A Toeplitz W is *exactly* ``W[i, j] = m_{i-j}``, so this
-    one curve is then the whole matrix: a causal convolution filter.
+    ``means`` maps a label to the causal diagonal means ``m_0, m_1, ...``
+    (``gmlp.diagonal_means``); ``max_offset`` (None or an int >= 0) crops the
+    offsets shown. A Toeplitz W is *exactly* ``W[i, j] = m_{i-j}``, so this one
+    curve is then the whole matrix: a causal convolution filter.
     """
     if max_offset is not None:
-        check_non_negative_int("max_offset", max_offset)  # a negative one would crop from the end
+        # a negative one would crop from the end
+        check_non_negative_int("max_offset", max_offset)
     ax = _axes(ax)
     for i, (label, values) in enumerate(means.items()):
         values = torch.as_tensor(values, dtype=torch.float64).cpu()
         if max_offset is not None:
             values = values[: max_offset + 1]
-        ax.plot(range(len(values)), values, markersize=3, label=label, **style(i))
+        ax.plot(
+            range(len(values)), values, markersize=3, label=label, **style(i)
+        )
     ax.axhline(0.0, color="black", linewidth=0.6)
     ax.set_xlabel("offset k = i - j (positions back)")
     ax.set_ylabel("mean of diagonal k of W")
@@ -409,17 +622,23 @@ def diagonal_profile(
     return ax
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # ALiBi: slopes, bias matrices, extrapolation curves and the benchmark
 
 
-def alibi_slope_grid(head_counts: Sequence[int] = range(1, 17), ax=None, annotate: bool = True,
-                     title: str | None = None):
-    """Every head's ALiBi slope, for each head count: row n, column h holds ``-log2 m_h`` of an
-    n-head model (``mixers.alibi.alibi_slopes(n)``), as a colour and, with ``annotate``, as text.
+def alibi_slope_grid(
+    head_counts: Sequence[int] = range(1, 17),
+    ax=None,
+    annotate: bool = True,
+    title: str | None = None,
+):
+    """Every head's ALiBi slope, for each head count: row n, column h holds
+    ``-log2 m_h`` of an n-head model (``mixers.alibi.alibi_slopes(n)``), as a
+    colour and, with ``annotate``, as text.
 
-    A power-of-two row darkens steadily from left to right (a geometric series); the other rows
-    jump back after their first p heads, where the in-between slopes of the 2p series start.
+    A power-of-two row darkens steadily from left to right (a geometric
+    series); the other rows jump back after their first p heads, where the
+    in-between slopes of the 2p series start.
     """
     from .alibi import alibi_slopes
 
@@ -435,29 +654,56 @@ def alibi_slope_grid(head_counts: Sequence[int] = range(1, 17), ax=None, annotat
         for row, n in enumerate(counts):
             for h in range(n):
                 value = grid[row, h].item()
-                ax.text(h, row, f"{value:g}" if value == round(value) else f"{value:.1f}", ha="center",
-                        va="center", fontsize=7, color="white" if value > 4 else "black")
-    ax.set_xticks(range(width), [str(h) for h in range(width)], fontsize="small")
-    ax.set_yticks(range(len(counts)), [str(n) for n in counts], fontsize="small")
+                ax.text(
+                    h,
+                    row,
+                    f"{value:g}" if value == round(value) else f"{value:.1f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if value > 4 else "black",
+                )
+    ax.set_xticks(
+        range(width), [str(h) for h in range(width)], fontsize="small"
+    )
+    ax.set_yticks(
+        range(len(counts)), [str(n) for n in counts], fontsize="small"
+    )
     ax.set_xlabel("head h")
     ax.set_ylabel("number of heads n")
-    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="-log2(slope)")
+    ax.figure.colorbar(
+        image, ax=ax, fraction=0.046, pad=0.04, label="-log2(slope)"
+    )
     if title:
         ax.set_title(title)
     return ax
 
 
-def bias_heads(bias: torch.Tensor, axes=None, titles: Sequence[str] | None = None, colorbar: bool = True,
-               cmap: str = "magma"):
-    """One heat map per head of an additive attention bias ``[heads, q_len, k_len]`` (or ``[q_len, k_len]``).
+def bias_heads(
+    bias: torch.Tensor,
+    axes=None,
+    titles: Sequence[str] | None = None,
+    colorbar: bool = True,
+    cmap: str = "magma",
+):
+    """One heat map per head of an additive attention bias ``[heads, q_len,
+    k_len]`` (or ``[q_len, k_len]``).
 
-    Rows are queries, columns keys. All heads share one colour scale, from the most negative finite
-    value to 0; ``-inf`` (not allowed: the causal mask) is left blank, grey, so that it cannot be
-    mistaken for a large finite penalty. Returns the axes.
+    Rows are queries, columns keys. All heads share one colour scale, from the
+    most negative finite value to 0; ``-inf`` (not allowed: the causal mask) is
+    left blank, grey, so that it cannot be mistaken for a large finite penalty.
+    Returns the axes.
     """
     check_bool("colorbar", colorbar)
-    values, axes = _panels(bias, "bias", "[heads, q_len, k_len] or [q_len, k_len]", axes, (2.4, 2.6), 0.8,
-                           dtype=torch.float64)
+    values, axes = _panels(
+        bias,
+        "bias",
+        "[heads, q_len, k_len] or [q_len, k_len]",
+        axes,
+        (2.4, 2.6),
+        0.8,
+        dtype=torch.float64,
+    )
     _check_titles(titles, len(axes))
     finite = values[torch.isfinite(values)]
     low = finite.min().item() if finite.numel() else -1.0
@@ -465,110 +711,213 @@ def bias_heads(bias: torch.Tensor, axes=None, titles: Sequence[str] | None = Non
     colours = plt.get_cmap(cmap).copy()
     colours.set_bad("#d9d9d9")
     for h, ax in enumerate(axes):
-        shown = values[h].masked_fill(~torch.isfinite(values[h]), float("nan")).float()
+        shown = (
+            values[h]
+            .masked_fill(~torch.isfinite(values[h]), float("nan"))
+            .float()
+        )
         ax.imshow(shown, cmap=colours, vmin=low, vmax=0.0)
-        ax.set_title(titles[h] if titles is not None else f"head {h}", fontsize="small")
+        ax.set_title(
+            titles[h] if titles is not None else f"head {h}", fontsize="small"
+        )
         ax.set_xlabel("key j", fontsize="small")
         ax.set_ylabel("query i", fontsize="small")
         ax.tick_params(labelsize="x-small")
     if colorbar:
-        axes[0].figure.colorbar(axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02, label="bias")
+        axes[0].figure.colorbar(
+            axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02, label="bias"
+        )
     return axes
 
 
-def extrapolation_curves(runs: dict[str, list[dict]], train_length: int, ax=None, perplexity: bool = False,
-                         title: str | None = None):
-    """Loss (or per-character perplexity) against evaluation length, one line per scheme.
+def extrapolation_curves(
+    runs: dict[str, list[dict]],
+    train_length: int,
+    ax=None,
+    perplexity: bool = False,
+    title: str | None = None,
+):
+    """Loss (or per-character perplexity) against evaluation length, one line
+    per scheme.
 
-    ``runs`` maps a scheme to its evaluation rows ``{"length", "loss"}`` (``loss`` None where the
-    model is not defined at that length). A scheme whose line stops early gets an ``x`` at its
-    last length and the words "not defined past L", rather than silently ending. The training
-    length is a dotted vertical line; the x axis is logarithmic, base 2, as in the ALiBi paper.
-    ``train_length`` is a positive int.
+    ``runs`` maps a scheme to its evaluation rows ``{"length", "loss"}``
+    (``loss`` None where the model is not defined at that length). A scheme
+    whose line stops early gets an ``x`` at its last length and the words "not
+    defined past L", rather than silently ending. The training length is a
+    dotted vertical line; the x axis is logarithmic, base 2, as in the ALiBi
+    paper. ``train_length`` is a positive int.
     """
     check_positive_int("train_length", train_length)
     check_bool("perplexity", perplexity)
     ax = _axes(ax)
     for i, (scheme, rows) in enumerate(runs.items()):
-        defined = [(row["length"], row["loss"]) for row in rows if row["loss"] is not None]
+        defined = [
+            (row["length"], row["loss"])
+            for row in rows
+            if row["loss"] is not None
+        ]
         lengths = [length for length, _ in defined]
-        values = [math.exp(loss) if perplexity else loss for _, loss in defined]
-        line, = ax.plot(lengths, values, markersize=4, label=scheme, **style(i))
+        values = [
+            math.exp(loss) if perplexity else loss for _, loss in defined
+        ]
+        (line,) = ax.plot(
+            lengths, values, markersize=4, label=scheme, **style(i)
+        )
         if len(defined) < len(rows) and defined:
-            ax.plot(lengths[-1], values[-1], marker="x", markersize=11, mew=2, color=line.get_color())
-            ax.annotate(f"{scheme}: not defined past L", (lengths[-1], values[-1]), textcoords="offset points",
-                        xytext=(10, 6), fontsize="small", color=line.get_color())
+            ax.plot(
+                lengths[-1],
+                values[-1],
+                marker="x",
+                markersize=11,
+                mew=2,
+                color=line.get_color(),
+            )
+            ax.annotate(
+                f"{scheme}: not defined past L",
+                (lengths[-1], values[-1]),
+                textcoords="offset points",
+                xytext=(10, 6),
+                fontsize="small",
+                color=line.get_color(),
+            )
     ax.axvline(train_length, color="gray", linestyle=":", linewidth=1)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("evaluation length (tokens)")
-    ax.set_ylabel("perplexity per character" if perplexity else "validation loss (nats / char)")
+    ax.set_ylabel(
+        "perplexity per character"
+        if perplexity
+        else "validation loss (nats / char)"
+    )
     return _finish(ax, title)
 
 
-def per_position_curves(curves: dict[str, Sequence[float] | None], train_length: int, ax=None, bin_size: int = 16,
-                        title: str | None = None):
-    """Loss at each position of the window, averaged in bins of ``bin_size`` positions, one line per scheme.
+def per_position_curves(
+    curves: dict[str, Sequence[float] | None],
+    train_length: int,
+    ax=None,
+    bin_size: int = 16,
+    title: str | None = None,
+):
+    """Loss at each position of the window, averaged in bins of ``bin_size``
+    positions, one line per scheme.
 
-    ``curves`` maps a scheme to its per-position losses (None: not defined at this length, shown
-    in the legend as such). The training length L is a dotted vertical line: to its right, every
-    position is one the model never saw in training. ``train_length`` and ``bin_size`` are
-    positive ints, ``bin_size`` at most the length of every curve.
+    ``curves`` maps a scheme to its per-position losses (None: not defined at
+    this length, shown in the legend as such). The training length L is a
+    dotted vertical line: to its right, every position is one the model never
+    saw in training. ``train_length`` and ``bin_size`` are positive ints,
+    ``bin_size`` at most the length of every curve.
     """
     check_positive_int("train_length", train_length)
     check_positive_int("bin_size", bin_size)
     for scheme, values in curves.items():
-        if values is not None and len(values) < bin_size:  # no whole bin: the curve would vanish
-            raise ValueError(f"bin_size={bin_size} is longer than the curve of {scheme!r} "
-                             f"({len(values)} positions)")
+        # no whole bin: the curve would vanish
+        if values is not None and len(values) < bin_size:
+            raise ValueError(
+                f"bin_size={bin_size} is longer than the curve of {scheme!r} "
+                f"({len(values)} positions)"
+            )
     ax = _axes(ax)
     for i, (scheme, values) in enumerate(curves.items()):
         if values is None:
             ax.plot([], [], label=f"{scheme} (not defined past L)", **style(i))
             continue
         values = torch.as_tensor(values, dtype=torch.float64)
-        bins = values[: len(values) // bin_size * bin_size].view(-1, bin_size).mean(1)
+        bins = (
+            values[: len(values) // bin_size * bin_size]
+            .view(-1, bin_size)
+            .mean(1)
+        )
         centres = torch.arange(len(bins)) * bin_size + (bin_size - 1) / 2
-        ax.plot(centres, bins, markersize=3, markevery=max(1, len(bins) // 10), label=scheme, **style(i))
+        ax.plot(
+            centres,
+            bins,
+            markersize=3,
+            markevery=max(1, len(bins) // 10),
+            label=scheme,
+            **style(i),
+        )
     ax.axvline(train_length, color="gray", linestyle=":", linewidth=1)
     ax.set_xlabel(f"position in the window (mean over bins of {bin_size})")
     ax.set_ylabel("loss (nats / char)")
     return _finish(ax, title)
 
 
-def benchmark_curves(results: list[dict], mode: str = "forward", metric: str = "time", ax=None,
-                     title: str | None = None):
-    """Median time (with a min-max bar) or peak memory against length, one line per implementation.
+def benchmark_curves(
+    results: list[dict],
+    mode: str = "forward",
+    metric: str = "time",
+    ax=None,
+    title: str | None = None,
+):
+    """Median time (with a min-max bar) or peak memory against length, one line
+    per implementation.
 
-    ``results`` is the ``"results"`` list of a benchmark's JSON (``mixers.bench.alibi``): per length,
-    ``implementations[name][mode]`` with ``median_s``, ``min_s``, ``max_s``, ``peak_bytes``. An
-    implementation with no number for ``mode`` (an error) is listed in the legend as "n/a".
+    ``results`` is the ``"results"`` list of a benchmark's JSON
+    (``mixers.bench.alibi``): per length, ``implementations[name][mode]`` with
+    ``median_s``, ``min_s``, ``max_s``, ``peak_bytes``. An implementation with
+    no number for ``mode`` (an error) is listed in the legend as "n/a".
     """
     if metric not in ("time", "memory"):
         raise ValueError(f"metric must be 'time' or 'memory', got {metric!r}")
-    check_choice("mode", mode, ("forward", "forward_backward"))  # another name: every line "n/a"
+    # another name: every line "n/a"
+    check_choice("mode", mode, ("forward", "forward_backward"))
     ax = _axes(ax)
     names = list(results[0]["implementations"])
     for i, name in enumerate(names):
-        points = [(row["length"], row["implementations"][name].get(mode, {})) for row in results]
-        points = [(length, entry) for length, entry in points if entry.get("median_s") is not None]
+        points = [
+            (row["length"], row["implementations"][name].get(mode, {}))
+            for row in results
+        ]
+        points = [
+            (length, entry)
+            for length, entry in points
+            if entry.get("median_s") is not None
+        ]
         if metric == "memory":
-            points = [(length, entry) for length, entry in points if entry.get("peak_bytes") is not None]
-        if not points:  # an empty errorbar, so that the legend keeps the implementations' order
+            points = [
+                (length, entry)
+                for length, entry in points
+                if entry.get("peak_bytes") is not None
+            ]
+        # an empty errorbar, so that the legend keeps the implementations'
+        # order
+        if not points:
             ax.errorbar([], [], yerr=[], label=f"{name} (n/a)", **style(i))
             continue
         lengths = [length for length, _ in points]
         if metric == "time":
             median = [entry["median_s"] * 1e3 for _, entry in points]
-            low = [m - entry["min_s"] * 1e3 for m, (_, entry) in zip(median, points)]
-            high = [entry["max_s"] * 1e3 - m for m, (_, entry) in zip(median, points)]
-            ax.errorbar(lengths, median, yerr=[low, high], markersize=4, capsize=3, label=name, **style(i))
+            low = [
+                m - entry["min_s"] * 1e3
+                for m, (_, entry) in zip(median, points)
+            ]
+            high = [
+                entry["max_s"] * 1e3 - m
+                for m, (_, entry) in zip(median, points)
+            ]
+            ax.errorbar(
+                lengths,
+                median,
+                yerr=[low, high],
+                markersize=4,
+                capsize=3,
+                label=name,
+                **style(i),
+            )
         else:
-            ax.errorbar(lengths, [entry["peak_bytes"] / 2**20 for _, entry in points], markersize=4, label=name,
-                        **style(i))
+            ax.errorbar(
+                lengths,
+                [entry["peak_bytes"] / 2**20 for _, entry in points],
+                markersize=4,
+                label=name,
+                **style(i),
+            )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length L")
-    ax.set_ylabel("median time (ms)" if metric == "time" else "peak memory (MiB)")
+    ax.set_ylabel(
+        "median time (ms)" if metric == "time" else "peak memory (MiB)"
+    )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize="small")
     if title:

@@ -1,10 +1,10 @@
 """Position schemes added to the token embeddings.
 
 Attention is permutation-equivariant: without positions, a bidirectional
-transformer cannot tell "dog bites man" from "man bites dog". A *causal* one can
-still infer position from how many tokens it sees, so ``none`` is a real
-baseline too. The ALiBi chapter compares these with rotary embeddings and ALiBi,
-which act inside attention instead of on the embeddings.
+transformer cannot tell "dog bites man" from "man bites dog". A *causal* one
+can still infer position from how many tokens it sees, so ``none`` is a real
+baseline too. The ALiBi chapter compares these with rotary embeddings and
+ALiBi, which act inside attention instead of on the embeddings.
 
 Every scheme maps a length ``seq_len`` to an additive ``[seq_len, d_model]``
 tensor (or ``None``), broadcast over the batch.
@@ -17,26 +17,49 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_even, check_finite_float, check_positive_float, check_positive_int
+from ._checks import (
+    check_even,
+    check_finite_float,
+    check_positive_float,
+    check_positive_int,
+)
 from .attention import MultiHeadAttention
 
-__all__ = ["sinusoidal_table", "NoPositions", "SinusoidalPositions", "LearnedPositions", "POSITION_SCHEMES",
-           "build_positions", "rotary_embedding", "RotaryMultiHeadAttention"]
+__all__ = [
+    "sinusoidal_table",
+    "NoPositions",
+    "SinusoidalPositions",
+    "LearnedPositions",
+    "POSITION_SCHEMES",
+    "build_positions",
+    "rotary_embedding",
+    "RotaryMultiHeadAttention",
+]
 
 
-def sinusoidal_table(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The fixed sin/cos table of "Attention Is All You Need": ``[seq_len, d_model]``.
+def sinusoidal_table(
+    seq_len: int, d_model: int, base: float = 10000.0
+) -> torch.Tensor:
+    """The fixed sin/cos table of "Attention Is All You Need": ``[seq_len,
+    d_model]``.
 
-    Channel pair ``(2i, 2i+1)`` holds ``sin, cos`` of ``pos / base^(2i/d_model)``:
-    wavelengths from ``2π`` to ``2π·base``, so any length can be encoded. ``base`` is a positive
-    finite float (0 would make every frequency infinite).
+    Channel pair ``(2i, 2i+1)`` holds ``sin, cos`` of ``pos /
+    base^(2i/d_model)``: wavelengths from ``2π`` to ``2π·base``, so any length
+    can be encoded. ``base`` is a positive finite float (0 would make every
+    frequency infinite).
     """
     check_positive_int("seq_len", seq_len)
     check_positive_float("base", base)
     if check_positive_int("d_model", d_model) % 2:
-        raise ValueError(f"d_model must be even for sinusoidal positions, got {d_model}")
+        raise ValueError(
+            f"d_model must be even for sinusoidal positions, got {d_model}"
+        )
     position = torch.arange(seq_len, dtype=torch.float32)[:, None]
-    inv_freq = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    inv_freq = torch.exp(
+        -math.log(base)
+        * torch.arange(0, d_model, 2, dtype=torch.float32)
+        / d_model
+    )
     table = torch.zeros(seq_len, d_model)
     table[:, 0::2] = torch.sin(position * inv_freq)
     table[:, 1::2] = torch.cos(position * inv_freq)
@@ -52,9 +75,11 @@ class NoPositions(nn.Module):
 
 
 class SinusoidalPositions(nn.Module):
-    """Fixed sinusoidal positions, computed for whatever length arrives, times ``scale``.
+    """Fixed sinusoidal positions, computed for whatever length arrives, times
+    ``scale``.
 
-    ``d_model`` is a positive even int (sin and cos halves); ``scale`` a finite float.
+    ``d_model`` is a positive even int (sin and cos halves); ``scale`` a finite
+    float.
     """
 
     def __init__(self, d_model: int, scale: float = 1.0):
@@ -67,34 +92,41 @@ class SinusoidalPositions(nn.Module):
         return table if self.scale == 1.0 else table * self.scale
 
 
-# The token embeddings start with standard deviation 0.02 (mixers.model), and the sinusoid table has
-# RMS 1/sqrt(2) (each sin, cos pair has sin² + cos² = 1). "sinusoidal_scaled" multiplies the table by
-# 0.02·sqrt(2), so that at initialisation position and token are the same size: the unscaled table
-# is 35 times larger, and the original transformer's sqrt(d_model) scaling of the embeddings
-# presumes their N(0, 1/d_model) initialisation, which this model does not use.
+# The token embeddings start with standard deviation 0.02 (mixers.model), and
+# the sinusoid table has RMS 1/sqrt(2) (each sin, cos pair has sin² + cos² =
+# 1). "sinusoidal_scaled" multiplies the table by 0.02·sqrt(2), so that at
+# initialisation position and token are the same size: the unscaled table is 35
+# times larger, and the original transformer's sqrt(d_model) scaling of the
+# embeddings presumes their N(0, 1/d_model) initialisation, which this model
+# does not use.
 SCALED_SINUSOID_FACTOR = 0.02 * math.sqrt(2.0)
 
 
 class LearnedPositions(nn.Module):
-    """A learned table of ``max_len`` rows: it cannot encode a longer sequence."""
+    """A learned table of ``max_len`` rows: it cannot encode a longer
+    sequence."""
 
     def __init__(self, d_model: int, max_len: int):
         super().__init__()
         self.max_len = check_positive_int("max_len", max_len)
-        self.table = nn.Embedding(max_len, check_positive_int("d_model", d_model))
+        self.table = nn.Embedding(
+            max_len, check_positive_int("d_model", d_model)
+        )
         nn.init.normal_(self.table.weight, std=0.02)
 
     def forward(self, seq_len: int) -> torch.Tensor:
         check_positive_int("seq_len", seq_len)
         if seq_len > self.max_len:
             raise ValueError(
-                f"learned positions have {self.max_len} rows; a sequence of {seq_len} tokens "
-                "is longer than the table (use sinusoidal, rotary or ALiBi to go past it)"
+                f"learned positions have {self.max_len} rows; a sequence of"
+                f" {seq_len} tokens is longer than the table (use sinusoidal,"
+                " rotary or ALiBi to go past it)"
             )
         return self.table.weight[:seq_len]
 
 
-#: The schemes added to the token embeddings (rotary and ALiBi act inside attention instead).
+#: The schemes added to the token embeddings (rotary and ALiBi act inside
+#: attention instead).
 POSITION_SCHEMES = ("none", "learned", "sinusoidal", "sinusoidal_scaled")
 
 
@@ -108,92 +140,171 @@ def build_positions(name: str, d_model: int, max_len: int) -> nn.Module:
         return SinusoidalPositions(d_model, scale=SCALED_SINUSOID_FACTOR)
     if name == "learned":
         return LearnedPositions(d_model, max_len)
-    raise ValueError(f"positions must be one of {POSITION_SCHEMES}, got {name!r}")
+    raise ValueError(
+        f"positions must be one of {POSITION_SCHEMES}, got {name!r}"
+    )
 
 
-# ---------------------------------------------------------------------------------------------
-# Rotary position embeddings (RoPE; Su et al., "RoFormer", 2021): positions that act inside
-# attention, by rotating queries and keys.
+# -----------------------------------------------------------------------------
+# Rotary position embeddings (RoPE; Su et al., "RoFormer", 2021): positions
+# that act inside attention, by rotating queries and keys.
 
 
-def rotary_embedding(q_or_k: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
-    r"""Rotates each channel pair of ``q_or_k`` by an angle proportional to its position.
+def rotary_embedding(
+    q_or_k: Tensor, positions: Tensor, base: float = 10000.0
+) -> Tensor:
+    r"""Rotates each channel pair of ``q_or_k`` by an angle proportional to its
+    position.
 
-    q_or_k: ``[batch, heads, seq, d_head]`` (any ``[..., seq, d_head]``), d_head even.
-    positions: ``[seq]``, or ``[batch, seq]`` for a 4-d input (per-sample positions, e.g. with
-    padding); int or float.
-    base: a positive finite float, the slowest wavelength over 2π.
-    Returns the rotated tensor, same shape and dtype.
+    q_or_k: ``[batch, heads, seq, d_head]`` (any ``[..., seq, d_head]``),
+    d_head even. positions: ``[seq]``, or ``[batch, seq]`` for a 4-d input
+    (per-sample positions, e.g. with padding); int or float. base: a positive
+    finite float, the slowest wavelength over 2π. Returns the rotated tensor,
+    same shape and dtype.
 
-    Pairs are *interleaved*, channels ``(2i, 2i+1)`` as in the RoFormer paper and in
-    ``sinusoidal_table`` above; pair i at position p turns by ``θ = p · base^(-2i/d_head)``::
+    Pairs are *interleaved*, channels ``(2i, 2i+1)`` as in the RoFormer paper
+    and in ``sinusoidal_table`` above; pair i at position p turns by ``θ = p ·
+    base^(-2i/d_head)``::
 
         out[2i]   = x[2i] cos θ - x[2i+1] sin θ
         out[2i+1] = x[2i] sin θ + x[2i+1] cos θ
 
-    (GPT-NeoX and Hugging Face's LLaMA pair channel i with i + d_head/2 instead, "half-split".
-    The two are the same up to a fixed permutation of the channels, which the learned q/k
-    projections absorb, but weights trained with one do not fit the other.)
+    (GPT-NeoX and Hugging Face's LLaMA pair channel i with i + d_head/2
+    instead, "half-split". The two are the same up to a fixed permutation of
+    the channels, which the learned q/k projections absorb, but weights trained
+    with one do not fit the other.)
 
-    A rotation keeps norms, and rotating q by angle a and k by b changes their dot product only
-    through ``b - a``: ``rot(q, m) · rot(k, n)`` depends on m and n only via ``n - m``. So
-    attention sees relative positions, although each vector is rotated by its absolute one.
+    A rotation keeps norms, and rotating q by angle a and k by b changes their
+    dot product only through ``b - a``: ``rot(q, m) · rot(k, n)`` depends on m
+    and n only via ``n - m``. So attention sees relative positions, although
+    each vector is rotated by its absolute one.
     """
     if not isinstance(q_or_k, Tensor) or not q_or_k.is_floating_point():
-        got = f"dtype {q_or_k.dtype}" if isinstance(q_or_k, Tensor) else type(q_or_k).__name__
-        raise TypeError(f"q_or_k must be a floating-point tensor [batch, heads, seq, d_head], got {got}")
+        got = (
+            f"dtype {q_or_k.dtype}"
+            if isinstance(q_or_k, Tensor)
+            else type(q_or_k).__name__
+        )
+        raise TypeError(
+            "q_or_k must be a floating-point tensor [batch, heads, seq,"
+            f" d_head], got {got}"
+        )
     if q_or_k.dim() < 2 or q_or_k.shape[-1] % 2:
-        raise ValueError(f"q_or_k must have shape [batch, heads, seq, d_head] with d_head even, "
-                         f"got {tuple(q_or_k.shape)}")
+        raise ValueError(
+            "q_or_k must have shape [batch, heads, seq, d_head] with d_head"
+            f" even, got {tuple(q_or_k.shape)}"
+        )
     seq = q_or_k.shape[-2]
-    if not isinstance(positions, Tensor) or positions.dtype == torch.bool or positions.is_complex():
-        raise TypeError("positions must be an int or float tensor [seq] or [batch, seq]")
+    if (
+        not isinstance(positions, Tensor)
+        or positions.dtype == torch.bool
+        or positions.is_complex()
+    ):
+        raise TypeError(
+            "positions must be an int or float tensor [seq] or [batch, seq]"
+        )
     if positions.dim() == 1 and positions.shape[0] == seq:
-        angles_shape = (seq, 1)                                        # broadcasts over the leading dims
-    elif positions.dim() == 2 and q_or_k.dim() == 4 and positions.shape == (q_or_k.shape[0], seq):
-        angles_shape = (positions.shape[0], 1, seq, 1)                 # one row per sample, shared by the heads
+        angles_shape = (seq, 1)  # broadcasts over the leading dims
+    elif (
+        positions.dim() == 2
+        and q_or_k.dim() == 4
+        and positions.shape == (q_or_k.shape[0], seq)
+    ):
+        # one row per sample, shared by the heads
+        angles_shape = (
+            positions.shape[0],
+            1,
+            seq,
+            1,
+        )
     else:
-        raise ValueError(f"positions must have shape [seq={seq}] or [batch={q_or_k.shape[0]}, seq={seq}] "
-                         f"(the latter for a 4-d q_or_k), got {tuple(positions.shape)}")
-    check_positive_float("base", base)  # base 0: infinite angles, NaN or zeros out
+        raise ValueError(
+            f"positions must have shape [seq={seq}] or"
+            f" [batch={q_or_k.shape[0]}, seq={seq}] (the latter for a 4-d"
+            f" q_or_k), got {tuple(positions.shape)}"
+        )
+    # base 0: infinite angles, NaN or zeros out
+    check_positive_float("base", base)
     d_head = q_or_k.shape[-1]
-    # Angles in at least float32: float16 spaces numbers 1 apart near 2000, so p · θ there would be
-    # off by up to half a radian.
+    # Angles in at least float32: float16 spaces numbers 1 apart near 2000, so
+    # p · θ there would be off by up to half a radian.
     compute = torch.promote_types(q_or_k.dtype, torch.float32)
-    inv_freq = base ** (-torch.arange(0, d_head, 2, device=q_or_k.device, dtype=compute) / d_head)
-    angles = positions.to(device=q_or_k.device, dtype=compute).reshape(angles_shape) * inv_freq
-    cos, sin = torch.cos(angles), torch.sin(angles)                   # [..., seq, d_head / 2]
+    inv_freq = base ** (
+        -torch.arange(0, d_head, 2, device=q_or_k.device, dtype=compute)
+        / d_head
+    )
+    angles = (
+        positions.to(device=q_or_k.device, dtype=compute).reshape(angles_shape)
+        * inv_freq
+    )
+    cos, sin = torch.cos(angles), torch.sin(angles)  # [..., seq, d_head / 2]
     pairs = q_or_k.to(compute).unflatten(-1, (d_head // 2, 2))
     even, odd = pairs[..., 0], pairs[..., 1]
-    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+    rotated = torch.stack(
+        (even * cos - odd * sin, even * sin + odd * cos), dim=-1
+    )
     return rotated.flatten(-2).to(q_or_k.dtype)
 
 
 class RotaryMultiHeadAttention(MultiHeadAttention):
-    """``MultiHeadAttention`` with rotary embeddings applied to q and k after the heads split.
+    """``MultiHeadAttention`` with rotary embeddings applied to q and k after
+    the heads split.
 
-    The same constructor arguments, defaults and forward as the base class, plus ``base``: query
-    ``[batch, q_len, d_model]``, key/value ``[batch, k_len, kdim/vdim]`` -> ``[batch, q_len,
-    d_model]`` (or ``(output, weights)`` with ``need_weights=True``). Through the ``transform_qk`` hook,
-    key j is rotated to position j and query i to ``k_len - q_len + i`` (the base class's offset
-    convention), so calling it with the last q_len tokens as the query and every token so far as
-    key and value gives the last rows of the full pass (incremental decoding).
-    d_head = d_model / n_heads must be even; ``base``, a positive finite float, sets the slowest
-    wavelength (``2π·base``).
+    The same constructor arguments, defaults and forward as the base class,
+    plus ``base``: query ``[batch, q_len, d_model]``, key/value ``[batch,
+    k_len, kdim/vdim]`` -> ``[batch, q_len, d_model]`` (or ``(output,
+    weights)`` with ``need_weights=True``). Through the ``transform_qk`` hook,
+    key j is rotated to position j and query i to ``k_len - q_len + i`` (the
+    base class's offset convention), so calling it with the last q_len tokens
+    as the query and every token so far as key and value gives the last rows of
+    the full pass (incremental decoding). d_head = d_model / n_heads must be
+    even; ``base``, a positive finite float, sets the slowest wavelength
+    (``2π·base``).
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
-                 causal: bool = False, kdim: int | None = None, vdim: int | None = None,
-                 backend: str = "sdpa", scale: float | None = None, cpu_bf16_sdpa_in_float32: bool = True,
-                 base: float = 10000.0):
-        super().__init__(d_model, n_heads, dropout=dropout, bias=bias, causal=causal, kdim=kdim, vdim=vdim,
-                         backend=backend, scale=scale, cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32)
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        causal: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        backend: str = "sdpa",
+        scale: float | None = None,
+        cpu_bf16_sdpa_in_float32: bool = True,
+        base: float = 10000.0,
+    ):
+        super().__init__(
+            d_model,
+            n_heads,
+            dropout=dropout,
+            bias=bias,
+            causal=causal,
+            kdim=kdim,
+            vdim=vdim,
+            backend=backend,
+            scale=scale,
+            cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32,
+        )
         if self.d_head % 2:
-            raise ValueError(f"rotary embeddings rotate channel pairs: d_head = d_model / n_heads must be even, "
-                             f"got d_model={d_model}, n_heads={n_heads}, d_head={self.d_head}")
+            raise ValueError(
+                "rotary embeddings rotate channel pairs: d_head = d_model /"
+                f" n_heads must be even, got d_model={d_model},"
+                f" n_heads={n_heads}, d_head={self.d_head}"
+            )
         self.base = check_positive_float("base", base)
 
-    def transform_qk(self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0) -> tuple[Tensor, Tensor]:
-        q_positions = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
-        k_positions = torch.arange(k_offset, k_offset + k.shape[-2], device=k.device)
-        return rotary_embedding(q, q_positions, self.base), rotary_embedding(k, k_positions, self.base)
+    def transform_qk(
+        self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0
+    ) -> tuple[Tensor, Tensor]:
+        q_positions = torch.arange(
+            q_offset, q_offset + q.shape[-2], device=q.device
+        )
+        k_positions = torch.arange(
+            k_offset, k_offset + k.shape[-2], device=k.device
+        )
+        return rotary_embedding(q, q_positions, self.base), rotary_embedding(
+            k, k_positions, self.base
+        )

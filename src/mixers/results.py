@@ -1,16 +1,19 @@
-"""Results files: where they go, what they record about their run, and how they are written.
+"""Results files: where they go, what they record about their run, and how they
+are written.
 
 Two folders, so that a rerun never replaces a committed result by accident:
 
-* ``book/results`` (``results_dir``) holds the committed results that the chapters read
-  (``load_results``); a run writes there only when asked, ``--out book/results``.
+* ``book/results`` (``results_dir``) holds the committed results that the
+  chapters read (``load_results``); a run writes there only when asked, ``--out
+  book/results``.
 * ``runs/`` (``runs_dir``), untracked, is where every run writes by default.
 
-A file is ``NAME-PROFILE.json``, its ``provenance`` first (``provenance``: where, when and with
-what it was produced). It is strict JSON, written atomically: a NaN or an infinity is refused
-with the path to it, and an interrupted write leaves the previous file whole. Read back
-(``read_results``), a file that is not a JSON object is refused with its name
-(``CorruptResults``), not with a bare JSON error.
+A file is ``NAME-PROFILE.json``, its ``provenance`` first (``provenance``:
+where, when and with what it was produced). It is strict JSON, written
+atomically: a NaN or an infinity is refused with the path to it, and an
+interrupted write leaves the previous file whole. Read back (``read_results``),
+a file that is not a JSON object is refused with its name (``CorruptResults``),
+not with a bare JSON error.
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ import torch
 PROFILE_ORDER = ("gpu", "cpu", "smoke")
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # Provenance.
 
 
 def device_name(device: torch.device) -> str:
-    """A human name for ``device``: the GPU's model, or the CPU's and its core count."""
+    """A human name for ``device``: the GPU's model, or the CPU's and its core
+    count."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     cpu = platform.processor() or platform.machine()
@@ -49,22 +53,42 @@ def device_name(device: torch.device) -> str:
 
 
 def git_commit() -> str | None:
-    """The commit of the working tree this code runs from, if it is a git checkout; ``-dirty``
-    when the package's own files differ from it (results and notebooks being rewritten do not
-    change what ran)."""
+    """The commit of the working tree this code runs from, if it is a git
+    checkout; ``-dirty`` when the package's own files differ from it (results
+    and notebooks being rewritten do not change what ran)."""
     try:
         here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         if out.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "."], cwd=here,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+            ],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None
 
 
-def provenance(profile: str, device: torch.device, seeds: list[int] | None = None) -> dict:
+def provenance(
+    profile: str, device: torch.device, seeds: list[int] | None = None
+) -> dict:
     """Where, when and with what a result was produced."""
     return {
         "profile": profile,
@@ -78,12 +102,13 @@ def provenance(profile: str, device: torch.device, seeds: list[int] | None = Non
     }
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # Folders and files.
 
 
 def _checkout() -> Path | None:
-    """The root of the checkout this package runs from (the folder with ``book/results``), if any."""
+    """The root of the checkout this package runs from (the folder with
+    ``book/results``), if any."""
     for parent in Path(__file__).resolve().parents:
         if (parent / "book" / "results").is_dir():
             return parent
@@ -91,8 +116,10 @@ def _checkout() -> Path | None:
 
 
 def results_dir() -> Path:
-    """The committed results: ``$MIXERS_RESULTS``, else the ``book/results`` of the checkout this
-    package lives in, else ``book/results`` (or ``results``) under the current directory."""
+    """The committed results: ``$MIXERS_RESULTS``, else the ``book/results`` of
+    the checkout this package lives in, else ``book/results`` (or ``results``)
+    under the current directory.
+    """
     if os.environ.get("MIXERS_RESULTS"):
         return Path(os.environ["MIXERS_RESULTS"])
     if (root := _checkout()) is not None:
@@ -102,20 +129,26 @@ def results_dir() -> Path:
 
 
 def runs_dir() -> Path:
-    """Where a run writes by default: ``runs/`` at the root of the checkout this package lives in,
-    else under the current directory. Untracked (.gitignore): to publish a result, rerun with
-    ``--out book/results`` or copy the file there."""
+    """Where a run writes by default: ``runs/`` at the root of the checkout
+    this package lives in, else under the current directory. Untracked
+    (.gitignore): to publish a result, rerun with ``--out book/results`` or
+    copy the file there."""
     return (_checkout() or Path.cwd()) / "runs"
 
 
-def results_path(name: str, profile: str, directory: Path | None = None) -> Path:
-    """``DIRECTORY/NAME-PROFILE.json``; ``directory`` defaults to the committed ``results_dir()``."""
+def results_path(
+    name: str, profile: str, directory: Path | None = None
+) -> Path:
+    """``DIRECTORY/NAME-PROFILE.json``; ``directory`` defaults to the committed
+    ``results_dir()``."""
     return Path(directory or results_dir()) / f"{name}-{profile}.json"
 
 
 def writable_dir(path: str | Path) -> Path:
-    """``path`` as a directory this process can write in, created if missing; else a ValueError
-    that says why. Checked before a run, so that hours of training are not lost at the end."""
+    """``path`` as a directory this process can write in, created if missing;
+    else a ValueError that says why. Checked before a run, so that hours of
+    training are not lost at the end.
+    """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} exists and is not a directory")
@@ -125,15 +158,24 @@ def writable_dir(path: str | Path) -> Path:
         probe.touch()
         probe.unlink()
     except OSError as error:
-        raise ValueError(f"cannot write results in {path}: {error.strerror or error}") from None
+        raise ValueError(
+            f"cannot write results in {path}: {error.strerror or error}"
+        ) from None
     return path
 
 
 def _non_finite(value, where: str = "results"):
-    """The path to the first NaN or infinity in a JSON-like ``value`` (None if it has none)."""
+    """The path to the first NaN or infinity in a JSON-like ``value`` (None if
+    it has none)."""
     if isinstance(value, float) and not math.isfinite(value):
         return f"{where} = {value}"
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, (list, tuple))
+        else ()
+    )
     for key, item in items:
         found = _non_finite(item, f"{where}[{key!r}]")
         if found:
@@ -142,34 +184,48 @@ def _non_finite(value, where: str = "results"):
 
 
 def to_json(results: dict) -> str:
-    """``results`` as strict JSON text; a NaN or infinity anywhere raises a ValueError naming it."""
+    """``results`` as strict JSON text; a NaN or infinity anywhere raises a
+    ValueError naming it."""
     try:
         return json.dumps(results, indent=1, allow_nan=False) + "\n"
     except ValueError:
         where = _non_finite(results)
         if where is None:
             raise
-        raise ValueError(f"results must be finite numbers (strict JSON), but {where}") from None
+        raise ValueError(
+            f"results must be finite numbers (strict JSON), but {where}"
+        ) from None
 
 
 def without_timings(results):
-    """``results`` (any JSON-like value) without what a rerun of the same seeds cannot repeat: dates,
-    times (keys ending in ``_time_s``), throughput (``tokens_per_s...``) and how many runs were
-    resumed. What is left, on a CPU, is the same number for number: the test of a resumed run."""
+    """``results`` (any JSON-like value) without what a rerun of the same seeds
+    cannot repeat: dates, times (keys ending in ``_time_s``), throughput
+    (``tokens_per_s...``) and how many runs were resumed. What is left, on a
+    CPU, is the same number for number: the test of a resumed run.
+    """
     if isinstance(results, dict):
-        return {key: without_timings(value) for key, value in results.items()
-                if not (key in ("date", "resumed_runs") or key.endswith("_time_s") or key.startswith("tokens_per_s"))}
+        return {
+            key: without_timings(value)
+            for key, value in results.items()
+            if not (
+                key in ("date", "resumed_runs")
+                or key.endswith("_time_s")
+                or key.startswith("tokens_per_s")
+            )
+        }
     if isinstance(results, (list, tuple)):
         return [without_timings(value) for value in results]
     return results
 
 
 def write_results(path: str | Path, results: dict) -> Path:
-    """Write ``results`` as strict JSON to ``path``, its ``provenance`` first, atomically.
+    """Write ``results`` as strict JSON to ``path``, its ``provenance`` first,
+    atomically.
 
-    The text goes to a temporary file in the same directory, flushed to disk, which then
-    replaces ``path`` in one step (``os.replace``): an interruption at any moment leaves either
-    the previous file or the new one, whole, and no temporary file behind.
+    The text goes to a temporary file in the same directory, flushed to disk,
+    which then replaces ``path`` in one step (``os.replace``): an interruption
+    at any moment leaves either the previous file or the new one, whole, and no
+    temporary file behind.
     """
     if "provenance" in results:
         results = {"provenance": results["provenance"], **results}
@@ -181,49 +237,70 @@ def write_results(path: str | Path, results: dict) -> Path:
         with open(tmp, "w") as file:
             file.write(text)
             file.flush()
-            os.fsync(file.fileno())  # the bytes are on disk before the rename makes them the file
+            # the bytes are on disk before the rename makes them the file
+            os.fsync(file.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
 
 
-def save_results(name: str, profile: str, results: dict, directory: Path | None = None) -> Path:
-    """Write ``results`` to ``DIRECTORY/NAME-PROFILE.json`` (default: ``runs_dir()``), its
-    ``provenance`` first so a reader sees where it came from; atomically (``write_results``)."""
-    return write_results(results_path(name, profile, directory or runs_dir()), results)
+def save_results(
+    name: str, profile: str, results: dict, directory: Path | None = None
+) -> Path:
+    """Write ``results`` to ``DIRECTORY/NAME-PROFILE.json`` (default:
+    ``runs_dir()``), its ``provenance`` first so a reader sees where it came
+    from; atomically (``write_results``).
+    """
+    return write_results(
+        results_path(name, profile, directory or runs_dir()), results
+    )
 
 
 class CorruptResults(ValueError):
-    """A results file that is not a JSON object: cut short or edited by hand (this module writes
-    atomically, so never by an interrupted run)."""
+    """A results file that is not a JSON object: cut short or edited by hand
+    (this module writes atomically, so never by an interrupted run)."""
 
 
 def read_results(path: str | Path) -> dict:
-    """The results in the JSON file ``path``; a ``CorruptResults`` that names the file, and where
-    it stops making sense, if it is not a JSON object."""
+    """The results in the JSON file ``path``; a ``CorruptResults`` that names
+    the file, and where it stops making sense, if it is not a JSON object."""
     path = Path(path)
     try:
         results = json.loads(path.read_text())
     except UnicodeDecodeError as error:
-        raise CorruptResults(f"{path} is not a results file: it is not UTF-8 text ({error.reason} at byte "
-                             f"{error.start})") from None
+        raise CorruptResults(
+            f"{path} is not a results file: it is not UTF-8 text"
+            f" ({error.reason} at byte {error.start})"
+        ) from None
     except json.JSONDecodeError as error:
-        raise CorruptResults(f"{path} is not a valid results file: {error.msg} at line {error.lineno}, column "
-                             f"{error.colno} of its JSON") from None
+        raise CorruptResults(
+            f"{path} is not a valid results file: {error.msg} at line"
+            f" {error.lineno}, column {error.colno} of its JSON"
+        ) from None
     if not isinstance(results, dict):
-        raise CorruptResults(f"{path} is not a results file: it holds a JSON {type(results).__name__}, not an object")
+        raise CorruptResults(
+            f"{path} is not a results file: it holds a JSON"
+            f" {type(results).__name__}, not an object"
+        )
     return results
 
 
-def load_results(name: str, directory: Path | None = None, profiles: tuple[str, ...] = PROFILE_ORDER) -> dict:
-    """The committed results (default: ``results_dir()``) of the largest profile that was run for
-    experiment ``name``; a ``CorruptResults`` naming the file if it is not valid JSON."""
+def load_results(
+    name: str,
+    directory: Path | None = None,
+    profiles: tuple[str, ...] = PROFILE_ORDER,
+) -> dict:
+    """The committed results (default: ``results_dir()``) of the largest
+    profile that was run for experiment ``name``; a ``CorruptResults`` naming
+    the file if it is not valid JSON.
+    """
     for profile in profiles:
         path = results_path(name, profile, directory)
         if path.is_file():
             return read_results(path)
     raise FileNotFoundError(
-        f"no results for experiment {name!r} under {directory or results_dir()}; "
-        f"run: python -m mixers.experiments.{name} --profile cpu --out book/results"
+        f"no results for experiment {name!r} under"
+        f" {directory or results_dir()}; run: python -m"
+        f" mixers.experiments.{name} --profile cpu --out book/results"
     )

@@ -1,20 +1,25 @@
-"""Training, evaluation, sampling and provenance: one harness for every chapter.
+"""Training, evaluation, sampling and provenance: one harness for every
+chapter.
 
 A run is fully described by a ``ModelConfig`` (what to build) and a
-``TrainConfig`` (how to train it); a *profile* names a pair of defaults sized for
-the hardware:
+``TrainConfig`` (how to train it); a *profile* names a pair of defaults sized
+for the hardware:
 
 * ``smoke``: seconds on a laptop CPU; what CI and a CPU reader run live.
-* ``cpu``: minutes per model on two CPU cores (the baseline: about 5); meaningful results.
-* ``gpu``: the full mini-training on one GPU (``torch.compile``; bf16 autocast, or float16 with a
-  gradient scaler on a GPU without bf16, such as Colab's T4: ``autocast_dtype``).
+* ``cpu``: minutes per model on two CPU cores (the baseline: about 5);
+  meaningful results.
+* ``gpu``: the full mini-training on one GPU (``torch.compile``; bf16 autocast,
+  or float16 with a gradient scaler on a GPU without bf16, such as Colab's T4:
+  ``autocast_dtype``).
 
 The default is ``gpu`` when CUDA is available and ``smoke`` otherwise; the
 environment variable ``MIXERS_PROFILE`` forces one. Every run records where and
-how it ran (``mixers.results.provenance``), so that every number in the book can say so too.
+how it ran (``mixers.results.provenance``), so that every number in the book
+can say so too.
 
-A diverging run stops with ``TrainingDiverged`` instead of saving NaN; ``train``'s ``callback``
-sees the model after every optimizer step (what an experiment records along the way).
+A diverging run stops with ``TrainingDiverged`` instead of saving NaN;
+``train``'s ``callback`` sees the model after every optimizer step (what an
+experiment records along the way).
 """
 
 from __future__ import annotations
@@ -29,21 +34,32 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
-from ._checks import (check_bool, check_flags, check_float_in, check_non_negative_float, check_non_negative_int,
-                      check_positive_float, check_positive_int)
+from ._checks import (
+    check_bool,
+    check_flags,
+    check_float_in,
+    check_non_negative_float,
+    check_non_negative_int,
+    check_positive_float,
+    check_positive_int,
+)
 from .data import CharDataset, random_batch, sequential_windows
 from .model import LanguageModel, ModelConfig
-from .results import device_name, provenance  # noqa: F401  (device_name: the chapters import it from here)
+
+# device_name: the chapters import it from here.
+from .results import device_name, provenance  # noqa: F401
 
 
 @dataclass
 class TrainConfig:
-    """How to train: steps, batch, learning-rate schedule, evaluation, seed and precision.
+    """How to train: steps, batch, learning-rate schedule, evaluation, seed and
+    precision.
 
-    Counts are positive ints (``warmup_steps`` an int in [0, steps], ``eval_batch_size`` None or a
-    positive int, ``seed`` an int >= 0); ``lr`` a positive finite float; ``min_lr_ratio`` a float
-    in [0, 1]; ``weight_decay`` and ``grad_clip`` non-negative finite floats (``grad_clip=0``
-    turns clipping off); ``betas`` two floats in [0, 1); the switches bools.
+    Counts are positive ints (``warmup_steps`` an int in [0, steps],
+    ``eval_batch_size`` None or a positive int, ``seed`` an int >= 0); ``lr`` a
+    positive finite float; ``min_lr_ratio`` a float in [0, 1]; ``weight_decay``
+    and ``grad_clip`` non-negative finite floats (``grad_clip=0`` turns
+    clipping off); ``betas`` two floats in [0, 1); the switches bools.
     """
 
     steps: int = 200
@@ -60,23 +76,45 @@ class TrainConfig:
     eval_batch_size: int | None = None  # None = batch_size
     seed: int = 1337
     compile: bool = False
-    amp: bool = True  # autocast on CUDA: bf16, or float16 where the GPU has no bf16 (autocast_dtype)
-    cpu_amp: bool = False  # bf16 autocast on the CPU too, where it has native bf16 (cpu_has_bf16)
+    # autocast on CUDA: bf16, or float16 where the GPU has no bf16
+    # (autocast_dtype)
+    amp: bool = True
+    # bf16 autocast on the CPU too, where it has native bf16 (cpu_has_bf16)
+    cpu_amp: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "seq_len", "eval_interval", "eval_batches"):
+        for name in (
+            "steps",
+            "batch_size",
+            "seq_len",
+            "eval_interval",
+            "eval_batches",
+        ):
             check_positive_int(name, getattr(self, name))
-        if check_non_negative_int("warmup_steps", self.warmup_steps) > self.steps:
-            raise ValueError(f"warmup_steps must lie in [0, steps={self.steps}], got {self.warmup_steps}")
+        if (
+            check_non_negative_int("warmup_steps", self.warmup_steps)
+            > self.steps
+        ):
+            raise ValueError(
+                f"warmup_steps must lie in [0, steps={self.steps}], got"
+                f" {self.warmup_steps}"
+            )
         if self.eval_batch_size is not None:
             check_positive_int("eval_batch_size", self.eval_batch_size)
         check_non_negative_int("seed", self.seed)
         check_positive_float("lr", self.lr)
         check_float_in("min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
         check_non_negative_float("weight_decay", self.weight_decay)
-        check_non_negative_float("grad_clip", self.grad_clip)  # NaN would turn every gradient into NaN
-        if isinstance(self.betas, (str, bytes)) or not hasattr(self.betas, "__len__") or len(self.betas) != 2:
-            raise ValueError(f"betas must be two floats in [0, 1), got {self.betas!r}")
+        # NaN would turn every gradient into NaN
+        check_non_negative_float("grad_clip", self.grad_clip)
+        if (
+            isinstance(self.betas, (str, bytes))
+            or not hasattr(self.betas, "__len__")
+            or len(self.betas) != 2
+        ):
+            raise ValueError(
+                f"betas must be two floats in [0, 1), got {self.betas!r}"
+            )
         for i, beta in enumerate(self.betas):
             check_float_in(f"betas[{i}]", beta, 0.0, 1.0, "[)")
         check_flags(compile=self.compile, amp=self.amp, cpu_amp=self.cpu_amp)
@@ -84,7 +122,8 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class Profile:
-    """A named pair of defaults sized for the hardware: model fields and a ``TrainConfig``."""
+    """A named pair of defaults sized for the hardware: model fields and a
+    ``TrainConfig``."""
 
     name: str
     model: dict  # ModelConfig fields, without vocab_size
@@ -94,42 +133,74 @@ class Profile:
         if not isinstance(self.name, str) or not self.name:
             raise TypeError(f"name must be a non-empty str, got {self.name!r}")
         if not isinstance(self.model, dict) or "vocab_size" in self.model:
-            raise TypeError(f"model must be a dict of ModelConfig fields without vocab_size (the dataset's), "
-                            f"got {self.model!r}")
+            raise TypeError(
+                "model must be a dict of ModelConfig fields without"
+                f" vocab_size (the dataset's), got {self.model!r}"
+            )
         if not isinstance(self.train, TrainConfig):
-            raise TypeError(f"train must be a TrainConfig, got {type(self.train).__name__}")
+            raise TypeError(
+                f"train must be a TrainConfig, got {type(self.train).__name__}"
+            )
 
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         "smoke",
         dict(block_size=64, d_model=64, n_layers=2, n_heads=4, dropout=0.0),
-        TrainConfig(steps=300, batch_size=32, seq_len=64, lr=5e-3, warmup_steps=20,
-                    eval_interval=50, eval_batches=4),
+        TrainConfig(
+            steps=300,
+            batch_size=32,
+            seq_len=64,
+            lr=5e-3,
+            warmup_steps=20,
+            eval_interval=50,
+            eval_batches=4,
+        ),
     ),
-    # The largest model that trains in about 5 minutes on two CPU cores: bf16 where the CPU has it
-    # (python -m mixers.bench.cpu_precision), eagerly (torch.compile was no faster at this size).
+    # The largest model that trains in about 5 minutes on two CPU cores: bf16
+    # where the CPU has it (python -m mixers.bench.cpu_precision), eagerly
+    # (torch.compile was no faster at this size).
     "cpu": Profile(
         "cpu",
         dict(block_size=128, d_model=160, n_layers=4, n_heads=5, dropout=0.0),
-        TrainConfig(steps=1350, batch_size=32, seq_len=128, lr=3e-3, warmup_steps=65,
-                    eval_interval=270, eval_batches=20, cpu_amp=True),
+        TrainConfig(
+            steps=1350,
+            batch_size=32,
+            seq_len=128,
+            lr=3e-3,
+            warmup_steps=65,
+            eval_interval=270,
+            eval_batches=20,
+            cpu_amp=True,
+        ),
     ),
     "gpu": Profile(
         "gpu",
         dict(block_size=256, d_model=384, n_layers=6, n_heads=6, dropout=0.2),
-        TrainConfig(steps=5000, batch_size=64, seq_len=256, lr=1e-3, warmup_steps=200,
-                    eval_interval=250, eval_batches=50, compile=True),
+        TrainConfig(
+            steps=5000,
+            batch_size=64,
+            seq_len=256,
+            lr=1e-3,
+            warmup_steps=200,
+            eval_interval=250,
+            eval_batches=50,
+            compile=True,
+        ),
     ),
 }
 
 
 def default_profile_name() -> str:
-    """``MIXERS_PROFILE`` if set, else ``gpu`` with CUDA and ``smoke`` without."""
+    """``MIXERS_PROFILE`` if set, else ``gpu`` with CUDA and ``smoke``
+    without."""
     forced = os.environ.get("MIXERS_PROFILE")
     if forced:
         if forced not in PROFILES:
-            raise ValueError(f"MIXERS_PROFILE must be one of {sorted(PROFILES)}, got {forced!r}")
+            raise ValueError(
+                f"MIXERS_PROFILE must be one of {sorted(PROFILES)}, got"
+                f" {forced!r}"
+            )
         return forced
     return "gpu" if torch.cuda.is_available() else "smoke"
 
@@ -138,7 +209,9 @@ def get_profile(name: str | None = None) -> Profile:
     """The profile called ``name`` (``None``: the default for this machine)."""
     name = default_profile_name() if name is None else name
     if name not in PROFILES:
-        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {name!r}")
+        raise ValueError(
+            f"profile must be one of {sorted(PROFILES)}, got {name!r}"
+        )
     return PROFILES[name]
 
 
@@ -147,33 +220,47 @@ def default_device() -> torch.device:
 
 
 def lr_at(step: int, config: TrainConfig) -> float:
-    """Linear warm-up to ``lr``, then cosine decay to ``lr·min_lr_ratio`` at the last step.
+    """Linear warm-up to ``lr``, then cosine decay to ``lr·min_lr_ratio`` at
+    the last step.
 
-    Steps run from 0 to ``steps - 1``; the decay spans ``warmup_steps .. steps - 1``.
+    Steps run from 0 to ``steps - 1``; the decay spans ``warmup_steps .. steps
+    - 1``.
     """
-    check_non_negative_float("step", step)  # a float step reads the curve between steps
+    # a float step reads the curve between steps
+    check_non_negative_float("step", step)
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
     span = max(1, config.steps - 1 - config.warmup_steps)
     progress = min(1.0, (step - config.warmup_steps) / span)
     cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
-    return config.lr * (config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine)
+    return config.lr * (
+        config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine
+    )
 
 
-def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (not on biases, norms or gains)."""
+def make_optimizer(
+    model: torch.nn.Module, config: TrainConfig
+) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not on biases, norms or
+    gains)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": config.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+    no_decay = [
+        p for p in model.parameters() if p.requires_grad and p.dim() < 2
+    ]
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas)
 
 
 def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bf16 matrices natively (AVX512-BF16 or AMX), via oneDNN.
+    """Whether this CPU multiplies bf16 matrices natively (AVX512-BF16 or AMX),
+    via oneDNN.
 
-    There, bf16 autocast makes the projections two to three times faster; elsewhere bf16 is
-    emulated and slower than float32, so CPU autocast is not worth turning on.
+    There, bf16 autocast makes the projections two to three times faster;
+    elsewhere bf16 is emulated and slower than float32, so CPU autocast is not
+    worth turning on.
     """
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
@@ -181,38 +268,55 @@ def cpu_has_bf16() -> bool:
         return False
 
 
-def autocast_dtype(device: torch.device, amp: bool = True, cpu_amp: bool = False) -> torch.dtype | None:
-    """The dtype a run on ``device`` computes its matrix products in, under autocast; None for
-    float32 (no autocast). Chosen from what the device can do:
+def autocast_dtype(
+    device: torch.device, amp: bool = True, cpu_amp: bool = False
+) -> torch.dtype | None:
+    """The dtype a run on ``device`` computes its matrix products in, under
+    autocast; None for float32 (no autocast). Chosen from what the device can
+    do:
 
-    - a GPU, with ``amp``: bfloat16 where it has it (Ampere and later), else float16 (Colab's T4
-      has no bfloat16). float16 keeps 5 exponent bits: gradients below about 6e-8 underflow to
-      zero, so ``train`` scales the loss up (``torch.amp.GradScaler``) and the gradients back;
-    - a CPU, with ``cpu_amp``, where it multiplies bf16 natively (``cpu_has_bf16``): bfloat16;
+    - a GPU, with ``amp``: bfloat16 where it has it (Ampere and later), else
+      float16 (Colab's T4 has no bfloat16). float16 keeps 5 exponent bits:
+      gradients below about 6e-8 underflow to zero, so ``train`` scales the
+      loss up (``torch.amp.GradScaler``) and the gradients back;
+    - a CPU, with ``cpu_amp``, where it multiplies bf16 natively
+      (``cpu_has_bf16``): bfloat16;
     - anything else: float32.
     """
     check_flags(amp=amp, cpu_amp=cpu_amp)
     if device.type == "cuda" and amp:
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return (
+            torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        )
     if device.type == "cpu" and cpu_amp and cpu_has_bf16():
         return torch.bfloat16
     return None
 
 
-def uses_bf16(device: torch.device, amp: bool = True, cpu_amp: bool = False) -> bool:
-    """Whether a run on ``device`` computes in bf16 autocast (``autocast_dtype``)."""
+def uses_bf16(
+    device: torch.device, amp: bool = True, cpu_amp: bool = False
+) -> bool:
+    """Whether a run on ``device`` computes in bf16 autocast
+    (``autocast_dtype``)."""
     return autocast_dtype(device, amp, cpu_amp) == torch.bfloat16
 
 
 def precision_name(dtype: torch.dtype | None) -> str:
     """How a run's precision is recorded in its provenance."""
-    names = {torch.bfloat16: "bf16 autocast", torch.float16: "float16 autocast, gradient scaler"}
+    names = {
+        torch.bfloat16: "bf16 autocast",
+        torch.float16: "float16 autocast, gradient scaler",
+    }
     return names.get(dtype, "float32")
 
 
 def _autocast(device: torch.device, amp: bool = True, cpu_amp: bool = False):
     dtype = autocast_dtype(device, amp, cpu_amp)
-    return torch.autocast(device_type=device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+    return torch.autocast(
+        device_type=device.type,
+        dtype=dtype or torch.bfloat16,
+        enabled=dtype is not None,
+    )
 
 
 @torch.no_grad()
@@ -227,12 +331,14 @@ def evaluate(
     amp: bool = True,
     cpu_amp: bool = False,
 ) -> float:
-    """Mean loss (nats/char) over ``batches`` random windows drawn with a fixed ``seed``.
+    """Mean loss (nats/char) over ``batches`` random windows drawn with a fixed
+    ``seed``.
 
     The same seed gives the same windows, so every model in a comparison (and
-    every evaluation of one model) is scored on the same text. ``amp``/``cpu_amp``:
-    bf16 autocast as in ``uses_bf16`` (``train`` evaluates in the precision it trains in).
-    ``batches`` is a positive int, ``seed`` an int >= 0.
+    every evaluation of one model) is scored on the same text.
+    ``amp``/``cpu_amp``: bf16 autocast as in ``uses_bf16`` (``train`` evaluates
+    in the precision it trains in). ``batches`` is a positive int, ``seed`` an
+    int >= 0.
     """
     check_positive_int("batches", batches)
     check_non_negative_int("seed", seed)
@@ -260,7 +366,8 @@ def evaluate_sequential(
     amp: bool = True,
     cpu_amp: bool = False,
 ) -> float:
-    """Mean loss (nats/char) over every non-overlapping window of ``data``: each token once.
+    """Mean loss (nats/char) over every non-overlapping window of ``data``:
+    each token once.
 
     ``amp``/``cpu_amp``: bf16 autocast as in ``uses_bf16``.
     """
@@ -268,7 +375,9 @@ def evaluate_sequential(
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
-    for x, y in sequential_windows(data, seq_len, batch_size, max_windows, device):
+    for x, y in sequential_windows(
+        data, seq_len, batch_size, max_windows, device
+    ):
         with _autocast(device, amp, cpu_amp):
             _, loss = model(x, y)
         total += loss.item() * y.numel()
@@ -278,13 +387,16 @@ def evaluate_sequential(
 
 
 class TrainingDiverged(RuntimeError):
-    """A training or validation loss became NaN or infinite: the run diverged."""
+    """A training or validation loss became NaN or infinite: the run
+    diverged."""
 
 
 @dataclass(frozen=True)
 class StepInfo:
-    """What ``train``'s callback sees: the ``model`` after ``step`` optimizer steps (0: before the
-    first), the training loss of the last step and the learning rate it used (None at step 0)."""
+    """What ``train``'s callback sees: the ``model`` after ``step`` optimizer
+    steps (0: before the first), the training loss of the last step and the
+    learning rate it used (None at step 0).
+    """
 
     step: int
     model: LanguageModel
@@ -294,13 +406,15 @@ class StepInfo:
 
 @dataclass
 class TrainResult:
-    """What a run produced: its loss curves, its best validation loss, its timings and its provenance.
+    """What a run produced: its loss curves, its best validation loss, its
+    timings and its provenance.
 
-    Timings, in seconds: ``train_time_s`` is the training steps alone (forward, backward, update),
-    without the first when compiling, which is ``compile_time_s``; ``eval_time_s`` the evaluations
-    during training; ``wall_time_s`` everything. ``tokens_per_s`` is the tokens of the timed steps
-    over ``train_time_s``. Results saved before these fields existed timed everything in
-    ``wall_time_s`` and ``tokens_per_s``.
+    Timings, in seconds: ``train_time_s`` is the training steps alone (forward,
+    backward, update), without the first when compiling, which is
+    ``compile_time_s``; ``eval_time_s`` the evaluations during training;
+    ``wall_time_s`` everything. ``tokens_per_s`` is the tokens of the timed
+    steps over ``train_time_s``. Results saved before these fields existed
+    timed everything in ``wall_time_s`` and ``tokens_per_s``.
     """
 
     model_config: dict
@@ -323,10 +437,14 @@ class TrainResult:
         return asdict(self)
 
 
-def _diverged(what: str, loss: float, step: int, lr: float, config: TrainConfig) -> TrainingDiverged:
+def _diverged(
+    what: str, loss: float, step: int, lr: float, config: TrainConfig
+) -> TrainingDiverged:
     return TrainingDiverged(
-        f"{what} loss is {loss} at step {step} of {config.steps} (learning rate {lr:.3g}): the run diverged. "
-        f"Try a smaller lr than TrainConfig.lr = {config.lr:g}, or more warmup_steps.")
+        f"{what} loss is {loss} at step {step} of {config.steps} (learning"
+        f" rate {lr:.3g}): the run diverged. Try a smaller lr than"
+        f" TrainConfig.lr = {config.lr:g}, or more warmup_steps."
+    )
 
 
 def train(
@@ -339,106 +457,185 @@ def train(
     description: str = "train",
     callback: Callable[[StepInfo], None] | None = None,
 ) -> TrainResult:
-    """Train ``model`` on ``dataset.train``; evaluate on ``dataset.val`` every ``eval_interval`` steps.
+    """Train ``model`` on ``dataset.train``; evaluate on ``dataset.val`` every
+    ``eval_interval`` steps.
 
-    Seeded: on the CPU, the same seed gives the same losses, bit for bit. The tqdm bar shows the
-    running training loss and the last validation loss. ``callback(StepInfo)``, if given, runs
-    before the first step (step 0) and after every optimizer step (steps 1 to ``config.steps``),
-    outside the timings. A NaN or infinite loss raises ``TrainingDiverged``, naming the first step
-    whose loss was not finite. A model whose vocabulary is smaller than the dataset's is refused
-    before the first step.
+    Seeded: on the CPU, the same seed gives the same losses, bit for bit. The
+    tqdm bar shows the running training loss and the last validation loss.
+    ``callback(StepInfo)``, if given, runs before the first step (step 0) and
+    after every optimizer step (steps 1 to ``config.steps``), outside the
+    timings. A NaN or infinite loss raises ``TrainingDiverged``, naming the
+    first step whose loss was not finite. A model whose vocabulary is smaller
+    than the dataset's is refused before the first step.
 
-    Between evaluations the host never waits for the device: losses stay on it (``_LossTracker``)
-    until each evaluation; a ``callback`` needs each step's loss, so it reads and checks it.
+    Between evaluations the host never waits for the device: losses stay on it
+    (``_LossTracker``) until each evaluation; a ``callback`` needs each step's
+    loss, so it reads and checks it.
     """
-    _check_arguments(model, dataset, config, progress, callback, profile, description)
+    _check_arguments(
+        model, dataset, config, progress, callback, profile, description
+    )
     device = torch.device(device) if device is not None else default_device()
-    step_fn, optimizer, scaler, result = _prepare(model, config, device, profile)  # seeds torch, too
+    # seeds torch, too
+    step_fn, optimizer, scaler, result = _prepare(
+        model, config, device, profile
+    )
     batches = torch.Generator().manual_seed(config.seed)
     losses, clock = _LossTracker(device), _Clock(device)
     if callback is not None:
         with clock.paused():
             callback(StepInfo(0, model))
-    bar = tqdm(range(config.steps), desc=description, disable=not progress, mininterval=1.0)
+    bar = tqdm(
+        range(config.steps),
+        desc=description,
+        disable=not progress,
+        mininterval=1.0,
+    )
     try:
         for step in bar:
             lr = _set_lr(optimizer, step, config)
-            loss = _train_step(step_fn, model, optimizer, scaler, dataset, config, batches, device)
+            loss = _train_step(
+                step_fn,
+                model,
+                optimizer,
+                scaler,
+                dataset,
+                config,
+                batches,
+                device,
+            )
             losses.add(loss, step)
-            if config.compile and step == 0:  # the first compiled step compiles: timed on its own
+            # the first compiled step compiles: timed on its own
+            if config.compile and step == 0:
                 result.compile_time_s = clock.lap()
             if callback is not None:
                 with clock.paused():
                     losses.check(config)
                     callback(StepInfo(step + 1, model, losses.last(), lr))
-            if (step + 1) % config.eval_interval == 0 or step == config.steps - 1:
+            if (
+                step + 1
+            ) % config.eval_interval == 0 or step == config.steps - 1:
                 result.train_time_s += clock.lap()
-                _evaluate_now(model, dataset, config, result, losses, step, device)
+                _evaluate_now(
+                    model, dataset, config, result, losses, step, device
+                )
                 result.eval_time_s += clock.lap()
-                bar.set_postfix(loss=f"{result.train_loss[-1]:.3f}", val=f"{result.val_loss[-1]:.3f}")
+                bar.set_postfix(
+                    loss=f"{result.train_loss[-1]:.3f}",
+                    val=f"{result.val_loss[-1]:.3f}",
+                )
     finally:
         bar.close()
     return _finish(result, model, config, clock)
 
 
-def _prepare(model: LanguageModel, config: TrainConfig, device: torch.device, profile: str):
-    """The model on ``device`` in training mode, and what a run needs: the function a step calls
-    (the model, compiled if asked), AdamW, a gradient scaler (enabled for float16 only) and an
-    empty ``TrainResult`` that records where and in what precision it ran. Seeds torch first."""
+def _prepare(
+    model: LanguageModel,
+    config: TrainConfig,
+    device: torch.device,
+    profile: str,
+):
+    """The model on ``device`` in training mode, and what a run needs: the
+    function a step calls (the model, compiled if asked), AdamW, a gradient
+    scaler (enabled for float16 only) and an empty ``TrainResult`` that records
+    where and in what precision it ran. Seeds torch first.
+    """
     torch.manual_seed(config.seed)
     model.to(device)
     model.train()
     step_fn = torch.compile(model) if config.compile else model
     dtype = autocast_dtype(device, config.amp, config.cpu_amp)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-    result = TrainResult(model.config.to_dict(), asdict(config), parameters=model.num_parameters(),
-                         provenance={**provenance(profile, device, [config.seed]),
-                                     "train_precision": precision_name(dtype)})
+    result = TrainResult(
+        model.config.to_dict(),
+        asdict(config),
+        parameters=model.num_parameters(),
+        provenance={
+            **provenance(profile, device, [config.seed]),
+            "train_precision": precision_name(dtype),
+        },
+    )
     return step_fn, make_optimizer(model, config), scaler, result
 
 
-def _set_lr(optimizer: torch.optim.Optimizer, step: int, config: TrainConfig) -> float:
-    """The schedule's learning rate for ``step``, set on every parameter group."""
+def _set_lr(
+    optimizer: torch.optim.Optimizer, step: int, config: TrainConfig
+) -> float:
+    """The schedule's learning rate for ``step``, set on every parameter
+    group."""
     lr = lr_at(step, config)
     for group in optimizer.param_groups:
         group["lr"] = lr
     return lr
 
 
-def _train_step(step_fn, model, optimizer, scaler, dataset, config, batches, device) -> torch.Tensor:
-    """One optimizer step on a fresh random batch; returns the loss, still on the device."""
-    x, y = random_batch(dataset.train, config.batch_size, config.seq_len, batches, device)
+def _train_step(
+    step_fn, model, optimizer, scaler, dataset, config, batches, device
+) -> torch.Tensor:
+    """One optimizer step on a fresh random batch; returns the loss, still on
+    the device."""
+    x, y = random_batch(
+        dataset.train, config.batch_size, config.seq_len, batches, device
+    )
     with _autocast(device, config.amp, config.cpu_amp):
         _, loss = step_fn(x, y)
     optimizer.zero_grad(set_to_none=True)
-    scaler.scale(loss).backward()  # float16: the loss scaled up so that small gradients survive
+    scaler.scale(
+        loss
+    ).backward()  # float16: the loss scaled up so that small gradients survive
     if config.grad_clip > 0:
-        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+        # clip the true gradients, not the scaled ones
+        scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-    scaler.step(optimizer)  # skipped by the scaler if a scaled gradient overflowed
+    # skipped by the scaler if a scaled gradient overflowed
+    scaler.step(optimizer)
     scaler.update()
     return loss.detach()
 
 
-def _evaluate_now(model, dataset, config, result, losses, step, device) -> None:
-    """An evaluation: the first non-finite training loss so far raises, then the validation loss
-    is measured and recorded with the running training loss."""
+def _evaluate_now(
+    model, dataset, config, result, losses, step, device
+) -> None:
+    """An evaluation: the first non-finite training loss so far raises, then
+    the validation loss is measured and recorded with the running training
+    loss."""
     losses.check(config)
-    batch_size = config.eval_batch_size if config.eval_batch_size is not None else config.batch_size
-    val = evaluate(model, dataset.val, config.seq_len, config.eval_batches, batch_size,
-                   seed=config.seed + 1, device=device, amp=config.amp, cpu_amp=config.cpu_amp)
+    batch_size = (
+        config.eval_batch_size
+        if config.eval_batch_size is not None
+        else config.batch_size
+    )
+    val = evaluate(
+        model,
+        dataset.val,
+        config.seq_len,
+        config.eval_batches,
+        batch_size,
+        seed=config.seed + 1,
+        device=device,
+        amp=config.amp,
+        cpu_amp=config.cpu_amp,
+    )
     if not math.isfinite(val):
-        raise _diverged("the validation", val, step + 1, lr_at(step, config), config)
+        raise _diverged(
+            "the validation", val, step + 1, lr_at(step, config), config
+        )
     result.steps.append(step + 1)
     result.train_loss.append(losses.running())
     result.val_loss.append(val)
 
 
-def _finish(result: TrainResult, model, config: TrainConfig, clock: "_Clock") -> TrainResult:
+def _finish(
+    result: TrainResult, model, config: TrainConfig, clock: "_Clock"
+) -> TrainResult:
     result.wall_time_s = clock.total()
     timed_steps = config.steps - (1 if config.compile else 0)
     tokens = timed_steps * config.batch_size * config.seq_len
-    result.tokens_per_s = tokens / result.train_time_s if timed_steps and result.train_time_s > 0 else 0.0
+    result.tokens_per_s = (
+        tokens / result.train_time_s
+        if timed_steps and result.train_time_s > 0
+        else 0.0
+    )
     result.best_val_loss = min(result.val_loss)
     result.best_val_bpc = result.best_val_loss / math.log(2)
     result.final_val_loss = result.val_loss[-1]
@@ -447,22 +644,29 @@ def _finish(result: TrainResult, model, config: TrainConfig, clock: "_Clock") ->
 
 
 class _LossTracker:
-    """The training losses, kept on the device so that no step waits for it to finish.
+    """The training losses, kept on the device so that no step waits for it to
+    finish.
 
-    It holds the running loss (an exponential average, 0.9 old + 0.1 new, in float64 as a
-    Python float would be: the same numbers, bit for bit) and the first step whose loss was not
-    finite, with that loss; ``check`` and ``running`` read them back once, when asked.
+    It holds the running loss (an exponential average, 0.9 old + 0.1 new, in
+    float64 as a Python float would be: the same numbers, bit for bit) and the
+    first step whose loss was not finite, with that loss; ``check`` and
+    ``running`` read them back once, when asked.
     """
 
     def __init__(self, device: torch.device):
         self._running: torch.Tensor | None = None
         self._latest: torch.Tensor | None = None
-        self._bad_step = torch.tensor(-1, device=device)  # -1: every loss finite so far
+        # -1: every loss finite so far
+        self._bad_step = torch.tensor(-1, device=device)
         self._bad_loss = torch.tensor(0.0, device=device)
 
     def add(self, loss: torch.Tensor, step: int) -> None:
         self._latest = loss.double()
-        self._running = self._latest if self._running is None else 0.9 * self._running + 0.1 * self._latest
+        self._running = (
+            self._latest
+            if self._running is None
+            else 0.9 * self._running + 0.1 * self._latest
+        )
         first_bad = (self._bad_step < 0) & ~torch.isfinite(loss)
         self._bad_step = torch.where(first_bad, step + 1, self._bad_step)
         self._bad_loss = torch.where(first_bad, loss.float(), self._bad_loss)
@@ -471,7 +675,13 @@ class _LossTracker:
         """Raises ``TrainingDiverged`` if a loss so far was NaN or infinite."""
         bad_step = int(self._bad_step)
         if bad_step > 0:
-            raise _diverged("the training", float(self._bad_loss), bad_step, lr_at(bad_step - 1, config), config)
+            raise _diverged(
+                "the training",
+                float(self._bad_loss),
+                bad_step,
+                lr_at(bad_step - 1, config),
+                config,
+            )
 
     def last(self) -> float:
         return float(self._latest)
@@ -481,8 +691,8 @@ class _LossTracker:
 
 
 class _Clock:
-    """Wall-clock laps that include the GPU work queued before them (it waits for it), and a
-    ``paused`` block whose time no lap counts (a callback's)."""
+    """Wall-clock laps that include the GPU work queued before them (it waits
+    for it), and a ``paused`` block whose time no lap counts (a callback's)."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -496,9 +706,14 @@ class _Clock:
         return time.perf_counter()
 
     def lap(self) -> float:
-        """Seconds since the last lap (or the start), less any paused time in between."""
+        """Seconds since the last lap (or the start), less any paused time in
+        between."""
         now = self._now()
-        seconds, self.mark, self.excluded = now - self.mark - self.excluded, now, 0.0
+        seconds, self.mark, self.excluded = (
+            now - self.mark - self.excluded,
+            now,
+            0.0,
+        )
         return seconds
 
     @contextmanager
@@ -513,32 +728,62 @@ class _Clock:
         return self._now() - self.start
 
 
-def _check_arguments(model, dataset, config=None, progress=False, callback=None, profile="", description="") -> None:
-    """Where a model meets a dataset: every id of the dataset must index the model's embedding
-    table (checked once here; inside ``torch.compile`` the forward pass does not check its ids)."""
+def _check_arguments(
+    model,
+    dataset,
+    config=None,
+    progress=False,
+    callback=None,
+    profile="",
+    description="",
+) -> None:
+    """Where a model meets a dataset: every id of the dataset must index the
+    model's embedding table (checked once here; inside ``torch.compile`` the
+    forward pass does not check its ids).
+    """
     if not isinstance(model, LanguageModel):
-        raise TypeError(f"model must be a LanguageModel, got {type(model).__name__}")
+        raise TypeError(
+            f"model must be a LanguageModel, got {type(model).__name__}"
+        )
     if not isinstance(dataset, CharDataset):
-        raise TypeError(f"dataset must be a CharDataset, got {type(dataset).__name__}")
+        raise TypeError(
+            f"dataset must be a CharDataset, got {type(dataset).__name__}"
+        )
     if dataset.tokenizer.vocab_size > model.config.vocab_size:
-        raise ValueError(f"the dataset has {dataset.tokenizer.vocab_size} characters but the model's vocab_size="
-                         f"{model.config.vocab_size}: its ids would index past the embedding table (build the "
-                         "model with vocab_size=dataset.tokenizer.vocab_size)")
+        raise ValueError(
+            f"the dataset has {dataset.tokenizer.vocab_size} characters but"
+            f" the model's vocab_size={model.config.vocab_size}: its ids would"
+            " index past the embedding table (build the model with"
+            " vocab_size=dataset.tokenizer.vocab_size)"
+        )
     if config is not None and not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+        raise TypeError(
+            f"config must be a TrainConfig, got {type(config).__name__}"
+        )
     check_bool("progress", progress)
     for name, text in (("profile", profile), ("description", description)):
         if not isinstance(text, str):
             raise TypeError(f"{name} must be a str, got {text!r}")
     if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be None or a callable taking a StepInfo, got {callback!r}")
+        raise TypeError(
+            "callback must be None or a callable taking a StepInfo, got"
+            f" {callback!r}"
+        )
 
 
-def build_model(vocab_size: int, profile: Profile, **overrides) -> LanguageModel:
-    """A ``LanguageModel`` with the profile's sizes, any field overridden by keyword."""
+def build_model(
+    vocab_size: int, profile: Profile, **overrides
+) -> LanguageModel:
+    """A ``LanguageModel`` with the profile's sizes, any field overridden by
+    keyword."""
     if not isinstance(profile, Profile):
-        raise TypeError(f"profile must be a Profile (get_profile(name) gives one), got {profile!r}")
-    return LanguageModel(ModelConfig(vocab_size=vocab_size, **{**profile.model, **overrides}))
+        raise TypeError(
+            "profile must be a Profile (get_profile(name) gives one), got"
+            f" {profile!r}"
+        )
+    return LanguageModel(
+        ModelConfig(vocab_size=vocab_size, **{**profile.model, **overrides})
+    )
 
 
 def run_profile(
@@ -551,17 +796,35 @@ def run_profile(
     description: str = "train",
     callback: Callable[[StepInfo], None] | None = None,
 ) -> tuple[LanguageModel, TrainResult]:
-    """Build and train one model under a profile; the building block of every experiment.
+    """Build and train one model under a profile; the building block of every
+    experiment.
 
     ``callback``: as in ``train``."""
-    for name, overrides in (("model_overrides", model_overrides), ("train_overrides", train_overrides)):
+    for name, overrides in (
+        ("model_overrides", model_overrides),
+        ("train_overrides", train_overrides),
+    ):
         if overrides is not None and not isinstance(overrides, dict):
-            raise TypeError(f"{name} must be None or a dict of fields, got {overrides!r}")
+            raise TypeError(
+                f"{name} must be None or a dict of fields, got {overrides!r}"
+            )
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     config = replace(profile.train, **(train_overrides or {}))
-    torch.manual_seed(config.seed)  # the same seed gives the same initial weights
-    model = build_model(dataset.tokenizer.vocab_size, profile, **(model_overrides or {}))
-    result = train(model, dataset, config, device, profile.name, progress, description, callback)
+    # the same seed gives the same initial weights
+    torch.manual_seed(config.seed)
+    model = build_model(
+        dataset.tokenizer.vocab_size, profile, **(model_overrides or {})
+    )
+    result = train(
+        model,
+        dataset,
+        config,
+        device,
+        profile.name,
+        progress,
+        description,
+        callback,
+    )
     return model, result
 
 
@@ -574,17 +837,28 @@ def sample(
     top_k: int | None = 20,
     seed: int = 0,
 ) -> str:
-    """Generate text after ``prompt`` (a non-empty str), seeded by ``seed`` (an int >= 0), so a CPU
-    sample is reproducible; the other arguments are ``LanguageModel.generate``'s."""
+    """Generate text after ``prompt`` (a non-empty str), seeded by ``seed`` (an
+    int >= 0), so a CPU sample is reproducible; the other arguments are
+    ``LanguageModel.generate``'s.
+    """
     _check_arguments(model, dataset)
     if not isinstance(prompt, str) or not prompt:
-        raise ValueError(f"prompt must be a non-empty str (the model needs a first character), got {prompt!r}")
+        raise ValueError(
+            "prompt must be a non-empty str (the model needs a first"
+            f" character), got {prompt!r}"
+        )
     check_non_negative_int("seed", seed)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     idx = dataset.tokenizer.encode(prompt)[None].to(device)
     was_training = model.training
     model.eval()
-    out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
+    out = model.generate(
+        idx,
+        max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        generator=generator,
+    )
     model.train(was_training)
     return dataset.tokenizer.decode(out[0])

@@ -1,44 +1,56 @@
-"""Speed and memory of causal ALiBi attention: labml's layout against the package's backends.
+"""Speed and memory of causal ALiBi attention: labml's layout against the
+package's backends.
 
-``python -m mixers.bench.alibi --profile cpu`` times, for sequence lengths from 256 to 2048
-(to 4096 with ``--profile gpu``), the forward pass and the forward plus backward pass of
+``python -m mixers.bench.alibi --profile cpu`` times, for sequence lengths from
+256 to 2048 (to 4096 with ``--profile gpu``), the forward pass and the forward
+plus backward pass of
 
-=================  ==============================================================================
-``labml``          ``mixers.alibi.labml_style_alibi_attention``: the layout of labml's
-                   implementation (labml.ai's "Annotated Deep Learning Paper Implementations"),
-                   scores materialised as ``[L, L, batch, heads]`` by einsum, the bias ``m·j``
-                   added, masked, soft-maxed over a strided dim
-``eager``          ``AlibiMultiHeadAttention(backend="eager")``: ``alibi_bias`` built for the call,
-                   ``mixers.attention.dot_product_attention`` (scores ``[batch, heads, L, L]``)
-``sdpa``           ``AlibiMultiHeadAttention(backend="sdpa")``: torch's fused SDPA, with the bias
-                   (and -inf above the diagonal) as one additive float mask ``[1, heads, L, L]``,
-                   built on the first call and kept
-``flex``           ``AlibiMultiHeadAttention(backend="flex")``: compiled FlexAttention, the bias
-                   computed inside the kernel (``score_mod``), the causal mask a block mask
-``causal_sdpa``    ``MultiHeadAttention(causal=True)``, no ALiBi: fused SDPA with ``is_causal``,
-                   the floor -- what attention costs with no bias at all
-=================  ==============================================================================
+===============  ==============================================================
+``labml``        ``mixers.bench.alibi.labml_style_alibi_attention``: the layout
+                 of labml's implementation (labml.ai's "Annotated Deep Learning
+                 Paper Implementations"), scores materialised as ``[L, L,
+                 batch, heads]`` by einsum, the bias ``m·j`` added, masked,
+                 soft-maxed over a strided dim
+``eager``        ``AlibiMultiHeadAttention(backend="eager")``: ``alibi_bias``
+                 built for the call, ``mixers.attention.dot_product_attention``
+                 (scores ``[batch, heads, L, L]``)
+``sdpa``         ``AlibiMultiHeadAttention(backend="sdpa")``: torch's fused
+                 SDPA, with the bias (and -inf above the diagonal) as one
+                 additive float mask ``[1, heads, L, L]``, built on the first
+                 call and kept
+``flex``         ``AlibiMultiHeadAttention(backend="flex")``: compiled
+                 FlexAttention, the bias computed inside the kernel
+                 (``score_mod``), the causal mask a block mask
+``causal_sdpa``  ``MultiHeadAttention(causal=True)``, no ALiBi: fused SDPA with
+                 ``is_causal``, the floor -- what attention costs with no bias
+                 at all
+===============  ==============================================================
 
-All of them compute causal self-attention on the same ``x [batch, L, heads·d_head]``. The
-layers' four projections are replaced by identities, so that what is timed is attention itself
-(splitting and merging heads, building the bias, the kernel) and not the O(L·d²) matrix products
-around it, which are the same for every implementation. For each length the implementations are
-interleaved, repeated, and summarised by their median; the first call of each (FlexAttention's
-compilation, the SDPA layer's bias) is timed separately and not counted. Each is also given as a
-multiple of ``causal_sdpa``'s time in the same run (``time_vs_causal_floor``). Peak memory is measured by
-``mixers.bench.peak_memory`` (on a CPU: allocations recorded by ``torch.profiler``). Every
-output is compared with the eager path's, so a fast wrong answer would show.
+All of them compute causal self-attention on the same ``x [batch, L,
+heads·d_head]``. The layers' four projections are replaced by identities, so
+that what is timed is attention itself (splitting and merging heads, building
+the bias, the kernel) and not the O(L·d²) matrix products around it, which are
+the same for every implementation. For each length the implementations are
+interleaved, repeated, and summarised by their median; the first call of each
+(FlexAttention's compilation, the SDPA layer's bias) is timed separately and
+not counted. Each is also given as a multiple of ``causal_sdpa``'s time in the
+same run (``time_vs_causal_floor``). Peak memory is measured by
+``mixers.bench.peak_memory`` (on a CPU: allocations recorded by
+``torch.profiler``). Every output is compared with the eager path's, so a fast
+wrong answer would show.
 
-At the longest length it also repeats the forward comparison for other batch sizes and head
-shapes (``extra_shapes``), and splits FlexAttention's time into the kernel and the causal block
-mask, which the layer builds once per length and caches (``flex_diagnostics``).
+At the longest length it also repeats the forward comparison for other batch
+sizes and head shapes (``extra_shapes``), and splits FlexAttention's time into
+the kernel and the causal block mask, which the layer builds once per length
+and caches (``flex_diagnostics``).
 
-It writes ``alibi_bench-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the chapter's)
-with the provenance of the run.
+It writes ``alibi_bench-PROFILE.json`` (to ``runs/``; ``--out book/results``
+for the chapter's) with the provenance of the run.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from typing import Callable
@@ -46,62 +58,117 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from ..alibi import AlibiMultiHeadAttention, labml_style_alibi_attention
-from ..attention import MultiHeadAttention
+from .._checks import check_tensor
+from ..alibi import AlibiMultiHeadAttention, as_slopes
+from ..attention import MultiHeadAttention, causal_mask
 from ..experiments import cpu_threads, profile_settings
 from ..results import provenance
-from . import benchmark_main, load_average, peak_memory, time_call, time_interleaved
+from . import (
+    benchmark_main,
+    load_average,
+    peak_memory,
+    time_call,
+    time_interleaved,
+)
 
 NAME = "alibi_bench"
-DURATIONS = {"smoke": "seconds", "cpu": "about 3 minutes on one CPU core", "gpu": "minutes on one GPU"}
+DURATIONS = {
+    "smoke": "seconds",
+    "cpu": "about 3 minutes on one CPU core",
+    "gpu": "minutes on one GPU",
+}
 
 IMPLEMENTATIONS = ("labml", "eager", "sdpa", "flex", "causal_sdpa")
 MODES = ("forward", "forward_backward")
 
-# Per profile: the device, the lengths, the shape of one attention call, its dtype, how many timed
-# repetitions per (length, implementation, mode), and the intra-op threads on a CPU (None: torch's
-# default). One thread, as in the experiments: on cores that other jobs share, two OpenMP threads
-# wait for each other at every barrier, and the timings scatter by factors of several.
+# Per profile: the device, the lengths, the shape of one attention call, its
+# dtype, how many timed repetitions per (length, implementation, mode), and the
+# intra-op threads on a CPU (None: torch's default). One thread, as in the
+# experiments: on cores that other jobs share, two OpenMP threads wait for each
+# other at every barrier, and the timings scatter by factors of several.
 SETTINGS = {
-    "smoke": dict(device="cpu", lengths=(16, 32), batch=1, heads=2, d_head=8, dtype="float32", repeats=1,
-                  threads=None),
-    "cpu": dict(device="cpu", lengths=(256, 512, 1024, 2048), batch=1, heads=8, d_head=64, dtype="float32",
-                repeats=7, threads=1,
-                extra_shapes=(dict(batch=4, heads=8, d_head=64), dict(batch=1, heads=16, d_head=32))),
-    "gpu": dict(device="cuda", lengths=(256, 512, 1024, 2048, 4096), batch=4, heads=8, d_head=64,
-                dtype="bfloat16", repeats=10, extra_shapes=(dict(batch=1, heads=8, d_head=64),)),
+    "smoke": dict(
+        device="cpu",
+        lengths=(16, 32),
+        batch=1,
+        heads=2,
+        d_head=8,
+        dtype="float32",
+        repeats=1,
+        threads=None,
+    ),
+    "cpu": dict(
+        device="cpu",
+        lengths=(256, 512, 1024, 2048),
+        batch=1,
+        heads=8,
+        d_head=64,
+        dtype="float32",
+        repeats=7,
+        threads=1,
+        extra_shapes=(
+            dict(batch=4, heads=8, d_head=64),
+            dict(batch=1, heads=16, d_head=32),
+        ),
+    ),
+    "gpu": dict(
+        device="cuda",
+        lengths=(256, 512, 1024, 2048, 4096),
+        batch=4,
+        heads=8,
+        d_head=64,
+        dtype="bfloat16",
+        repeats=10,
+        extra_shapes=(dict(batch=1, heads=8, d_head=64),),
+    ),
 }
-# At the longest length only, ``extra_shapes`` repeats the forward comparison with other batch
-# sizes and head shapes (the ratio between implementations depends on them), and
-# ``flex_diagnostics`` splits FlexAttention's time into its parts.
+# At the longest length only, ``extra_shapes`` repeats the forward comparison
+# with other batch sizes and head shapes (the ratio between implementations
+# depends on them), and ``flex_diagnostics`` splits FlexAttention's time into
+# its parts.
 
 
 def _without_projections(layer: MultiHeadAttention) -> MultiHeadAttention:
-    """The layer with q/k/v/out projections replaced by identities: its forward is attention alone."""
+    """The layer with q/k/v/out projections replaced by identities: its forward
+    is attention alone."""
     for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
         setattr(layer, name, nn.Identity())
     return layer
 
 
-def build_implementations(heads: int, d_head: int, device, names=IMPLEMENTATIONS) -> dict[str, Callable[[Tensor], Tensor]]:
-    """Each implementation as a function ``x [batch, L, heads·d_head] -> [batch, L, heads·d_head]``.
+def build_implementations(
+    heads: int, d_head: int, device, names=IMPLEMENTATIONS
+) -> dict[str, Callable[[Tensor], Tensor]]:
+    """Each implementation as a function ``x [batch, L, heads·d_head] ->
+    [batch, L, heads·d_head]``.
 
-    They all compute causal ALiBi self-attention with ``q = k = v`` = the heads of ``x`` (except
-    ``causal_sdpa``, which has no bias).
+    They all compute causal ALiBi self-attention with ``q = k = v`` = the heads
+    of ``x`` (except ``causal_sdpa``, which has no bias).
     """
     unknown = set(names) - set(IMPLEMENTATIONS)
     if unknown:
-        raise ValueError(f"unknown implementations {sorted(unknown)}; known: {IMPLEMENTATIONS}")
+        raise ValueError(
+            f"unknown implementations {sorted(unknown)}; known:"
+            f" {IMPLEMENTATIONS}"
+        )
     d_model = heads * d_head
-    layers = {backend: _without_projections(AlibiMultiHeadAttention(d_model, heads, causal=True, backend=backend))
-              for backend in ("eager", "sdpa", "flex")}
-    floor = _without_projections(MultiHeadAttention(d_model, heads, causal=True, backend="sdpa"))
+    layers = {
+        backend: _without_projections(
+            AlibiMultiHeadAttention(
+                d_model, heads, causal=True, backend=backend
+            )
+        )
+        for backend in ("eager", "sdpa", "flex")
+    }
+    floor = _without_projections(
+        MultiHeadAttention(d_model, heads, causal=True, backend="sdpa")
+    )
     reference = layers["eager"]
 
     def labml(x: Tensor) -> Tensor:
-        q = reference._split_heads(x)                                        # [batch, heads, L, d_head]
+        q = reference.split_heads(x)  # [batch, heads, L, d_head]
         out = labml_style_alibi_attention(q, q, q, reference.slopes)
-        return reference._merge_heads(out)
+        return reference.merge_heads(out)
 
     functions = {"labml": labml, **layers, "causal_sdpa": floor}
     for layer in (*layers.values(), floor):
@@ -110,18 +177,23 @@ def build_implementations(heads: int, d_head: int, device, names=IMPLEMENTATIONS
 
 
 def flex_backward_unsupported(device) -> str | None:
-    """Why FlexAttention cannot run a backward pass on ``device`` (torch's message), or None if it can.
+    """Why FlexAttention cannot run a backward pass on ``device`` (torch's
+    message), or None if it can.
 
-    Asked of torch's *uncompiled* ``flex_attention`` on a tiny input, never of the compiled one the
-    layer uses: a compiled call that raises is not retried by ``torch.compile``, which then runs
-    later calls of it through its slow eager fallback -- timing that instead of the kernel.
+    Asked of torch's *uncompiled* ``flex_attention`` on a tiny input, never of
+    the compiled one the layer uses: a compiled call that raises is not retried
+    by ``torch.compile``, which then runs later calls of it through its slow
+    eager fallback -- timing that instead of the kernel.
     """
     from torch.nn.attention.flex_attention import flex_attention
 
     q = torch.zeros(1, 1, 16, 16, device=device, requires_grad=True)
     try:
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+            warnings.filterwarnings(
+                "ignore",
+                message=".*flex_attention called without torch.compile.*",
+            )
             flex_attention(q, q, q).sum().backward()
     except NotImplementedError as error:
         return f"{type(error).__name__}: {str(error).splitlines()[0]}"
@@ -130,61 +202,106 @@ def flex_backward_unsupported(device) -> str | None:
 
 def _call(fn, x: Tensor, grad: Tensor, mode: str) -> Callable[[], None]:
     if mode == "forward":
-        x = x.detach()  # FlexAttention on a CPU refuses inputs that require grad, even under no_grad
+        # FlexAttention on a CPU refuses inputs that require grad, even under
+        # no_grad
+        x = x.detach()
 
         def run():
             with torch.no_grad():
                 fn(x)
+
     else:
+
         def run():
             x.grad = None
             fn(x).backward(grad)
+
     return run
 
 
-def bench_length(functions: dict, length: int, batch: int, heads: int, d_head: int, dtype: torch.dtype,
-                 device: torch.device, repeats: int, modes=MODES, memory: bool = True) -> dict:
-    """Time and measure every implementation at one length; see the module docstring.
+def bench_length(
+    functions: dict,
+    length: int,
+    batch: int,
+    heads: int,
+    d_head: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    repeats: int,
+    modes=MODES,
+    memory: bool = True,
+) -> dict:
+    """Time and measure every implementation at one length; see the module
+    docstring.
 
     ``memory=False`` skips the peak-memory probe (``peak_bytes`` is then None).
     """
     generator = torch.Generator().manual_seed(length)
-    x = torch.randn(batch, length, heads * d_head, generator=generator).to(device, dtype).requires_grad_()
-    grad = torch.randn(batch, length, heads * d_head, generator=generator).to(device, dtype)
+    x = (
+        torch.randn(batch, length, heads * d_head, generator=generator)
+        .to(device, dtype)
+        .requires_grad_()
+    )
+    grad = torch.randn(batch, length, heads * d_head, generator=generator).to(
+        device, dtype
+    )
     rows = {name: {} for name in functions}
     calls = {}
-    flex_unsupported = flex_backward_unsupported(device) if "flex" in functions else None
+    flex_unsupported = (
+        flex_backward_unsupported(device) if "flex" in functions else None
+    )
 
-    # Warm-up (and compilation): one call of each. An implementation that cannot run a mode here
-    # is recorded with its error and skipped after. FlexAttention's backward is never even tried
-    # where torch has none (on a CPU): see flex_backward_unsupported.
+    # Warm-up (and compilation): one call of each. An implementation that
+    # cannot run a mode here is recorded with its error and skipped after.
+    # FlexAttention's backward is never even tried where torch has none (on a
+    # CPU): see flex_backward_unsupported.
     for name, fn in functions.items():
         for mode in modes:
-            if name == "flex" and mode == "forward_backward" and flex_unsupported:
+            if (
+                name == "flex"
+                and mode == "forward_backward"
+                and flex_unsupported
+            ):
                 rows[name][mode] = {"error": flex_unsupported}
                 continue
             call = _call(fn, x, grad, mode)
             try:
                 first = time_call(call, device)
             except (NotImplementedError, RuntimeError) as error:
-                rows[name][mode] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+                rows[name][mode] = {
+                    "error": (
+                        f"{type(error).__name__}: {str(error).splitlines()[0]}"
+                    )
+                }
                 continue
             rows[name][mode] = {"first_call_s": first, "error": None}
             calls[name, mode] = call
 
-    # Correctness: every forward output against the eager path's (no bias for the floor, so skipped).
+    # Correctness: every forward output against the eager path's (no bias for
+    # the floor, so skipped).
     with torch.no_grad():
         x_in = x.detach()
-        expected = functions["eager"](x_in).float() if "eager" in functions else None
+        expected = (
+            functions["eager"](x_in).float() if "eager" in functions else None
+        )
         for name, fn in functions.items():
-            if expected is not None and name != "causal_sdpa" and (name, "forward") in calls:
-                rows[name]["max_abs_diff_vs_eager"] = (fn(x_in).float() - expected).abs().max().item()
+            if (
+                expected is not None
+                and name != "causal_sdpa"
+                and (name, "forward") in calls
+            ):
+                rows[name]["max_abs_diff_vs_eager"] = (
+                    (fn(x_in).float() - expected).abs().max().item()
+                )
 
-    # Timing: interleaved, so that a change in load hits every implementation alike.
+    # Timing: interleaved, so that a change in load hits every implementation
+    # alike.
     times = time_interleaved(calls, repeats, device)
     for (name, mode), call in calls.items():
         rows[name][mode].update(times[name, mode])
-        rows[name][mode]["peak_bytes"] = peak_memory(call, device) if memory else None
+        rows[name][mode]["peak_bytes"] = (
+            peak_memory(call, device) if memory else None
+        )
 
     speedup, vs_floor = ({mode: {} for mode in modes} for _ in range(2))
     for mode in modes:
@@ -194,73 +311,120 @@ def bench_length(functions: dict, length: int, batch: int, heads: int, d_head: i
             row = rows[name].get(mode, {})
             if "median_s" in row and "median_s" in labml_row:
                 speedup[mode][name] = labml_row["median_s"] / row["median_s"]
-            if "median_s" in row and "median_s" in floor_row:  # times the floor: causal attention, no bias
+            # times the floor: causal attention, no bias
+            if "median_s" in row and "median_s" in floor_row:
                 vs_floor[mode][name] = row["median_s"] / floor_row["median_s"]
     itemsize = torch.finfo(dtype).bits // 8
-    # The SDPA layer keeps the bias it built ([heads, L, L], outside any call's peak): memory it
-    # holds between calls, the price of not rebuilding it every call.
+    # The SDPA layer keeps the bias it built ([heads, L, L], outside any call's
+    # peak): memory it holds between calls, the price of not rebuilding it
+    # every call.
     kept = getattr(functions.get("sdpa"), "_bias_cache", None)
     if kept is not None:
-        rows["sdpa"]["kept_bias_bytes"] = kept[1].numel() * kept[1].element_size()
+        rows["sdpa"]["kept_bias_bytes"] = (
+            kept[1].numel() * kept[1].element_size()
+        )
     return {
         "length": length,
         "implementations": rows,
         "speedup_vs_labml": speedup,
         "time_vs_causal_floor": vs_floor,
-        # The size of one [L, L, batch, heads] score tensor: the unit of labml's layout's memory.
+        # The size of one [L, L, batch, heads] score tensor: the unit of
+        # labml's layout's memory.
         "scores_tensor_bytes": length * length * batch * heads * itemsize,
     }
 
 
-def flex_diagnostics(length: int, batch: int, heads: int, d_head: int, dtype: torch.dtype, device: torch.device,
-                     repeats: int) -> dict:
-    """Where the flex layer's forward time goes, at one length: median seconds of
+def flex_diagnostics(
+    length: int,
+    batch: int,
+    heads: int,
+    d_head: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    repeats: int,
+) -> dict:
+    """Where the flex layer's forward time goes, at one length: median seconds
+    of
 
     - ``layer``: the whole call, as timed by ``bench_length``;
-    - ``kernel_with_alibi``: the compiled kernel with the layer's ALiBi ``score_mod`` and a block
-      mask built once, outside the timing;
-    - ``kernel_without_bias``: the same kernel with the causal block mask only (no ``score_mod``):
-      what the bias itself costs inside the kernel is the difference;
-    - ``create_block_mask``: building the causal block mask, what the layer's cache saves per call.
+    - ``kernel_with_alibi``: the compiled kernel with the layer's ALiBi
+      ``score_mod`` and a block mask built once, outside the timing;
+    - ``kernel_without_bias``: the same kernel with the causal block mask only
+      (no ``score_mod``): what the bias itself costs inside the kernel is the
+      difference;
+    - ``create_block_mask``: building the causal block mask, what the layer's
+      cache saves per call.
     """
     from torch.nn.attention.flex_attention import create_block_mask
 
-    from ..alibi import _flex_attention
+    from ..alibi import compiled_flex_attention
 
-    layer = _without_projections(AlibiMultiHeadAttention(heads * d_head, heads, causal=True, backend="flex"))
+    layer = _without_projections(
+        AlibiMultiHeadAttention(
+            heads * d_head, heads, causal=True, backend="flex"
+        )
+    )
     layer.to(device).eval()
-    x = torch.randn(batch, length, heads * d_head, generator=torch.Generator().manual_seed(length)).to(device, dtype)
-    q, k, v = (layer._split_heads(x) for _ in range(3))  # three views of x, as inside the layer
-    if device.type == "cpu":  # and, as the layer does on a CPU, each in a contiguous layout
+    x = torch.randn(
+        batch,
+        length,
+        heads * d_head,
+        generator=torch.Generator().manual_seed(length),
+    ).to(device, dtype)
+    # three views of x, as inside the layer
+    q, k, v = (layer.split_heads(x) for _ in range(3))
+    # and, as the layer does on a CPU, each in a contiguous layout
+    if device.type == "cpu":
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     slopes, offset = layer.slopes, torch.tensor(0, device=device)
 
-    def score_mod(score, b, h, q_idx, kv_idx):  # the layer's, for a causal self-attention call
+    # the layer's, for a causal self-attention call
+    def score_mod(score, b, h, q_idx, kv_idx):
         return score - slopes[h] * (q_idx + offset - kv_idx)
 
     def causal(b, h, q_idx, kv_idx):
         return kv_idx <= q_idx + offset
 
-    block_mask = create_block_mask(causal, None, None, length, length, device=device)
-    flex = _flex_attention()
+    block_mask = create_block_mask(
+        causal, None, None, length, length, device=device
+    )
+    flex = compiled_flex_attention()
     parts = {
         "layer": lambda: layer(x),
-        "kernel_with_alibi": lambda: flex(q, k, v, score_mod=score_mod, block_mask=block_mask),
+        "kernel_with_alibi": lambda: flex(
+            q, k, v, score_mod=score_mod, block_mask=block_mask
+        ),
         "kernel_without_bias": lambda: flex(q, k, v, block_mask=block_mask),
-        "create_block_mask": lambda: create_block_mask(causal, None, None, length, length, device=device),
+        "create_block_mask": lambda: create_block_mask(
+            causal, None, None, length, length, device=device
+        ),
     }
     with torch.no_grad():
         for part in parts.values():  # warm-up and compilation
             part()
         times = time_interleaved(parts, repeats, device)
-    return {"length": length, "batch": batch, "heads": heads, "d_head": d_head, **times}
+    return {
+        "length": length,
+        "batch": batch,
+        "heads": heads,
+        "d_head": d_head,
+        **times,
+    }
 
 
-def run(profile: str = "cpu", lengths=None, repeats: int | None = None, implementations=IMPLEMENTATIONS,
-        progress: bool = True, memory: bool = True) -> dict:
-    """Benchmark every implementation at every length of ``profile``; return JSON-able results.
+def run(
+    profile: str = "cpu",
+    lengths=None,
+    repeats: int | None = None,
+    implementations=IMPLEMENTATIONS,
+    progress: bool = True,
+    memory: bool = True,
+) -> dict:
+    """Benchmark every implementation at every length of ``profile``; return
+    JSON-able results.
 
-    ``lengths`` and ``repeats`` override the profile's; ``memory=False`` skips the memory probe.
+    ``lengths`` and ``repeats`` override the profile's; ``memory=False`` skips
+    the memory probe.
     """
     start = time.perf_counter()
     load_start = load_average()
@@ -269,70 +433,166 @@ def run(profile: str = "cpu", lengths=None, repeats: int | None = None, implemen
         settings["lengths"] = tuple(lengths)
     if repeats is not None:
         settings["repeats"] = repeats
-    if settings["repeats"] < 1 or not settings["lengths"] or min(settings["lengths"]) < 1:
-        raise ValueError(f"repeats and lengths must be positive, got {settings['repeats']} and {settings['lengths']}")
+    if (
+        settings["repeats"] < 1
+        or not settings["lengths"]
+        or min(settings["lengths"]) < 1
+    ):
+        raise ValueError(
+            f"repeats and lengths must be positive, got {settings['repeats']}"
+            f" and {settings['lengths']}"
+        )
     device = torch.device(settings["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"profile {profile!r} needs a CUDA GPU; none is available")
+        raise RuntimeError(
+            f"profile {profile!r} needs a CUDA GPU; none is available"
+        )
     dtype = getattr(torch, settings["dtype"])
     torch.manual_seed(0)
-    # Every shape gets a kernel compiled for exactly that shape, as a model run at one length would
-    # use, rather than one dynamic-shape kernel (which failed to compile for an extra shape on a
-    # CPU); the recompile limit makes room for them all.
+    # Every shape gets a kernel compiled for exactly that shape, as a model run
+    # at one length would use, rather than one dynamic-shape kernel (which
+    # failed to compile for an extra shape on a CPU); the recompile limit makes
+    # room for them all.
     with cpu_threads(settings.get("threads"), enabled=device.type == "cpu"):
-        with torch._dynamo.config.patch(automatic_dynamic_shapes=False, recompile_limit=64):
-            out = _run(settings, device, dtype, tuple(implementations), progress, memory)
-        prov = {**provenance(profile, device, [0]), "threads": torch.get_num_threads()}  # the threads it ran on
+        with torch._dynamo.config.patch(
+            automatic_dynamic_shapes=False, recompile_limit=64
+        ):
+            out = _run(
+                settings,
+                device,
+                dtype,
+                tuple(implementations),
+                progress,
+                memory,
+            )
+        # the threads it ran on
+        prov = {
+            **provenance(profile, device, [0]),
+            "threads": torch.get_num_threads(),
+        }
     return {
         "experiment": NAME,
-        "what": "causal ALiBi self-attention, projections excluded: forward, and forward + backward",
-        "settings": {**settings, "lengths": list(settings["lengths"]), "implementations": list(implementations),
-                     "modes": list(MODES), "memory": memory,
-                     "extra_shapes": [dict(shape) for shape in settings.get("extra_shapes", ())]},
+        "what": (
+            "causal ALiBi self-attention, projections excluded: forward, and"
+            " forward + backward"
+        ),
+        "settings": {
+            **settings,
+            "lengths": list(settings["lengths"]),
+            "implementations": list(implementations),
+            "modes": list(MODES),
+            "memory": memory,
+            "extra_shapes": [
+                dict(shape) for shape in settings.get("extra_shapes", ())
+            ],
+        },
         **out,
-        "provenance": {**prov,
-                       "wall_time_s": time.perf_counter() - start,
-                       # Other processes compete for the cores: the 1, 5 and 15-minute load averages.
-                       "load_average_start": load_start, "load_average_end": load_average()},
+        "provenance": {
+            **prov,
+            "wall_time_s": time.perf_counter() - start,
+            # Other processes compete for the cores: the 1, 5 and 15-minute
+            # load averages.
+            "load_average_start": load_start,
+            "load_average_end": load_average(),
+        },
     }
 
 
-
-def _run(settings: dict, device: torch.device, dtype: torch.dtype, implementations: tuple, progress: bool,
-         memory: bool) -> dict:
-    functions = build_implementations(settings["heads"], settings["d_head"], device, implementations)
+def _run(
+    settings: dict,
+    device: torch.device,
+    dtype: torch.dtype,
+    implementations: tuple,
+    progress: bool,
+    memory: bool,
+) -> dict:
+    functions = build_implementations(
+        settings["heads"], settings["d_head"], device, implementations
+    )
     results = []
     for length in settings["lengths"]:
-        row = bench_length(functions, length, settings["batch"], settings["heads"], settings["d_head"], dtype,
-                           device, settings["repeats"], memory=memory)
+        row = bench_length(
+            functions,
+            length,
+            settings["batch"],
+            settings["heads"],
+            settings["d_head"],
+            dtype,
+            device,
+            settings["repeats"],
+            memory=memory,
+        )
         results.append(row)
         if progress:
             print(format_row(row), flush=True)
 
     longest = settings["lengths"][-1]
-    # Diagnostics before the extra shapes, so that a kernel that fails to compile for one of those
-    # cannot affect them.
+    # Diagnostics before the extra shapes, so that a kernel that fails to
+    # compile for one of those cannot affect them.
     diagnostics = None
     if "flex" in implementations:
         try:
-            diagnostics = flex_diagnostics(longest, settings["batch"], settings["heads"], settings["d_head"], dtype,
-                                           device, settings["repeats"])
+            diagnostics = flex_diagnostics(
+                longest,
+                settings["batch"],
+                settings["heads"],
+                settings["d_head"],
+                dtype,
+                device,
+                settings["repeats"],
+            )
         except RuntimeError as error:
-            diagnostics = {"length": longest, "error": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+            diagnostics = {
+                "length": longest,
+                "error": (
+                    f"{type(error).__name__}: {str(error).splitlines()[0]}"
+                ),
+            }
         if progress and "error" not in diagnostics:
-            print("flex diagnostics (median ms): " + ", ".join(
-                f"{name} {diagnostics[name]['median_s'] * 1e3:.1f}" for name in
-                ("layer", "kernel_with_alibi", "kernel_without_bias", "create_block_mask")), flush=True)
+            print(
+                "flex diagnostics (median ms): "
+                + ", ".join(
+                    f"{name} {diagnostics[name]['median_s'] * 1e3:.1f}"
+                    for name in (
+                        "layer",
+                        "kernel_with_alibi",
+                        "kernel_without_bias",
+                        "create_block_mask",
+                    )
+                ),
+                flush=True,
+            )
     extra = []
     for shape in settings.get("extra_shapes", ()):
-        names = tuple(name for name in implementations if name != "eager")  # eager ~ labml's; saves time
-        extra_functions = build_implementations(shape["heads"], shape["d_head"], device, names)
-        row = bench_length(extra_functions, longest, shape["batch"], shape["heads"], shape["d_head"], dtype, device,
-                           settings["repeats"], modes=("forward",), memory=False)
+        # eager ~ labml's; saves time
+        names = tuple(name for name in implementations if name != "eager")
+        extra_functions = build_implementations(
+            shape["heads"], shape["d_head"], device, names
+        )
+        row = bench_length(
+            extra_functions,
+            longest,
+            shape["batch"],
+            shape["heads"],
+            shape["d_head"],
+            dtype,
+            device,
+            settings["repeats"],
+            modes=("forward",),
+            memory=False,
+        )
         extra.append({**shape, **row})
         if progress:
-            print(f"batch {shape['batch']}, {shape['heads']} heads of {shape['d_head']}:\n" + format_row(row), flush=True)
-    return {"results": results, "flex_diagnostics": diagnostics, "extra_shapes": extra}
+            print(
+                f"batch {shape['batch']}, {shape['heads']} heads of"
+                f" {shape['d_head']}:\n" + format_row(row),
+                flush=True,
+            )
+    return {
+        "results": results,
+        "flex_diagnostics": diagnostics,
+        "extra_shapes": extra,
+    }
 
 
 def format_row(row: dict) -> str:
@@ -350,16 +610,108 @@ def format_row(row: dict) -> str:
             ratio = row["speedup_vs_labml"][mode].get(name)
             floor = row.get("time_vs_causal_floor", {}).get(mode, {}).get(name)
             peak = entry.get("peak_bytes")
-            parts.append(f"{mode} {entry['median_s'] * 1e3:9.2f} ms" + (f" ({ratio:5.1f}x labml)" if ratio else "")
-                         + (f" ({floor:4.2f}x floor)" if floor and name != "causal_sdpa" else "")
-                         + (f" peak {peak / 2**20:8.1f} MiB" if peak is not None else ""))
+            parts.append(
+                f"{mode} {entry['median_s'] * 1e3:9.2f} ms"
+                + (f" ({ratio:5.1f}x labml)" if ratio else "")
+                + (
+                    f" ({floor:4.2f}x floor)"
+                    if floor and name != "causal_sdpa"
+                    else ""
+                )
+                + (
+                    f" peak {peak / 2**20:8.1f} MiB"
+                    if peak is not None
+                    else ""
+                )
+            )
         kept = modes.get("kept_bias_bytes")
-        lines.append(f"  {name:12s} " + " | ".join(parts) + (f" | keeps a {kept / 2**20:.1f} MiB bias" if kept else ""))
+        lines.append(
+            f"  {name:12s} "
+            + " | ".join(parts)
+            + (f" | keeps a {kept / 2**20:.1f} MiB bias" if kept else "")
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
-    benchmark_main("python -m mixers.bench.alibi", __doc__.splitlines()[0], DURATIONS, SETTINGS, run, NAME)
+    benchmark_main(
+        "python -m mixers.bench.alibi",
+        __doc__.splitlines()[0],
+        DURATIONS,
+        SETTINGS,
+        run,
+        NAME,
+    )
+
 
 if __name__ == "__main__":
     main()
+
+
+# -----------------------------------------------------------------------------
+# labml.ai's layout, kept as the benchmark's "before"
+
+
+def labml_style_alibi_attention(
+    q: Tensor, k: Tensor, v: Tensor, slopes, causal: bool = True
+) -> Tensor:
+    """ALiBi attention laid out as in labml.ai's annotated implementation --
+    deliberately naive; the book's benchmark "before".
+
+    q, k, v: ``[batch, heads, seq, d_head]`` (self-attention: one length);
+    slopes: ``[heads]`` or a head count. Returns ``[batch, heads, seq,
+    d_head]``, equal to causal ALiBi attention.
+
+    Internally it follows labml's layout: tensors permuted to ``[seq, batch,
+    heads, d]``, scores materialised as ``[seq, seq, batch, heads]`` by einsum,
+    the bias in the form ``m · j`` (equal to ``-m · (i - j)`` up to a per-row
+    constant) built as its own ``[seq, seq, heads]`` tensor and added, masked
+    with ``masked_fill``, softmax over dim 1. Why it is slow:
+
+    - every step materialises a full ``[seq, seq, batch, heads]`` tensor
+      (scores, scores + bias, masked scores, weights): four O(seq²) tensors in
+      memory where a fused kernel keeps none;
+    - the softmax and the second einsum reduce over dim 1, a strided,
+      non-innermost dim, and the einsums must permute their operands into a
+      batched-matmul layout (copies);
+    - nothing is fused: bias, mask and softmax are separate passes over memory,
+      and work is spent on the masked half of the scores that a causal kernel
+      would skip.
+
+    Only ``m · j`` is correct here because of the causal mask's per-row
+    softmax; for bidirectional use it would *favour* distant future keys (``-m
+    · |i - j|`` is needed).
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_tensor(x, name, "[batch, heads, seq, d_head]", ndim=4)
+    if k.shape != q.shape or v.shape[:3] != q.shape[:3]:
+        raise ValueError(
+            "q, k, v must have shapes [batch, heads, seq, d_head] with one"
+            f" seq (self-attention), got q {tuple(q.shape)}, k"
+            f" {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    batch, heads, seq, d_head = q.shape
+    slopes = as_slopes(slopes, "slopes").to(device=q.device, dtype=q.dtype)
+    if slopes.shape != (heads,):
+        raise ValueError(
+            f"slopes must have shape [heads={heads}], got"
+            f" {tuple(slopes.shape)}"
+        )
+
+    # [seq, batch, heads, d]
+    q, k, v = (x.permute(2, 0, 1, 3) for x in (q, k, v))
+    # [seq, seq, batch, heads]
+    scores = torch.einsum("ibhd,jbhd->ijbh", q, k) / math.sqrt(d_head)
+    # [i, j] -> j
+    distance = torch.arange(seq, device=q.device, dtype=q.dtype).expand(
+        seq, seq
+    )
+    # [seq, seq, heads]: m · j
+    bias = distance[:, :, None] * slopes[None, None, :]
+    scores = scores + bias[:, :, None, :]
+    if causal:
+        allowed = causal_mask(seq, device=q.device)
+        scores = scores.masked_fill(~allowed[:, :, None, None], float("-inf"))
+    weights = torch.softmax(scores, dim=1)
+    out = torch.einsum("ijbh,jbhd->ibhd", weights, v)  # [seq, batch, heads, d]
+    return out.permute(1, 2, 0, 3)

@@ -1,13 +1,16 @@
-"""One module per chapter experiment: ``run(profile) -> results`` and a CLI writing JSON.
+"""One module per chapter experiment: ``run(profile) -> results`` and a CLI
+writing JSON.
 
-Run one with ``python -m mixers.experiments.NAME --profile {smoke,cpu,gpu}``; the results land
-in ``runs/NAME-PROFILE.json`` with their provenance (``mixers.results``). The chapter plots the
-committed results in ``book/results`` of the largest profile that was run; ``--out book/results``
+Run one with ``python -m mixers.experiments.NAME --profile {smoke,cpu,gpu}``;
+the results land in ``runs/NAME-PROFILE.json`` with their provenance
+(``mixers.results``). The chapter plots the committed results in
+``book/results`` of the largest profile that was run; ``--out book/results``
 replaces them.
 
-Every experiment survives an interruption the same way (``run_jobs``): it is a list of jobs, one
-per run, and the command line saves each run the moment it finishes to
-``NAME-PROFILE.partial.json``; the same command, run again, resumes from there.
+Every experiment survives an interruption the same way (``run_jobs``): it is a
+list of jobs, one per run, and the command line saves each run the moment it
+finishes to ``NAME-PROFILE.partial.json``; the same command, run again, resumes
+from there.
 """
 
 from __future__ import annotations
@@ -23,52 +26,187 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
+import torch.nn.functional as F
 
 from .._checks import check_positive_int
-# PROFILE_ORDER, load_results and results_path: re-exported, the chapters import them from here.
-from ..results import (PROFILE_ORDER, CorruptResults, load_results, provenance, read_results,  # noqa: F401
-                       results_path, runs_dir, save_results, to_json, writable_dir, write_results)
-from ..train import PROFILES, Profile, TrainingDiverged, default_device, default_profile_name, get_profile
+from ..data import sequential_windows
+from ..model import LanguageModel
+
+# PROFILE_ORDER, load_results and results_path: re-exported, the chapters
+# import them from here.
+from ..results import (
+    PROFILE_ORDER,  # noqa: F401
+    CorruptResults,
+    load_results,  # noqa: F401
+    provenance,
+    read_results,  # noqa: F401
+    results_path,
+    runs_dir,
+    save_results,
+    to_json,
+    writable_dir,
+    write_results,
+)
+from ..train import (
+    PROFILES,
+    Profile,
+    TrainingDiverged,
+    default_device,
+    default_profile_name,
+    evaluate_sequential,
+    get_profile,
+)
 
 
 def profile_settings(profile: str, settings: dict) -> dict:
-    """An experiment's own sizes for ``profile`` (its table ``settings`` maps profile -> sizes)."""
+    """An experiment's own sizes for ``profile`` (its table ``settings`` maps
+    profile -> sizes)."""
     if profile not in settings:
-        raise ValueError(f"profile must be one of {sorted(settings)}, got {profile!r}")
+        raise ValueError(
+            f"profile must be one of {sorted(settings)}, got {profile!r}"
+        )
     return settings[profile]
 
 
-def experiment_settings(profile: str, table: dict) -> tuple[Profile, dict, dict]:
-    """For an experiment whose ``table`` maps profiles to settings with a ``"model"`` entry: the
-    shared profile it starts from, its own settings for it, and the model fields they add up to."""
+def experiment_settings(
+    profile: str, table: dict
+) -> tuple[Profile, dict, dict]:
+    """For an experiment whose ``table`` maps profiles to settings with a
+    ``"model"`` entry: the shared profile it starts from, its own settings for
+    it, and the model fields they add up to.
+    """
     base = get_profile(profile)
     settings = profile_settings(base.name, table)
     return base, settings, {**base.model, **settings["model"]}
 
 
-# Windows per evaluation batch: about this many tokens at once, whatever the length.
+# Windows per evaluation batch: about this many tokens at once, whatever the
+# length.
 EVAL_BATCH_TOKENS = 8192
 
 
 def evaluation_windows(eval_tokens: int, length: int) -> tuple[int, int]:
-    """For scoring the first ``eval_tokens`` tokens in windows of ``length``: how many windows, and
-    how many per batch (about ``EVAL_BATCH_TOKENS`` tokens), so every length reads the same tokens."""
+    """For scoring the first ``eval_tokens`` tokens in windows of ``length``:
+    how many windows, and how many per batch (about ``EVAL_BATCH_TOKENS``
+    tokens), so every length reads the same tokens.
+    """
     windows = eval_tokens // length
     if windows < 1:
-        raise ValueError(f"eval_tokens={eval_tokens} is shorter than the evaluation length {length}")
+        raise ValueError(
+            f"eval_tokens={eval_tokens} is shorter than the evaluation length"
+            f" {length}"
+        )
     return windows, max(1, min(windows, EVAL_BATCH_TOKENS // length))
 
 
+@torch.no_grad()
+def per_position_loss(
+    model: LanguageModel,
+    data: torch.Tensor,
+    seq_len: int,
+    batch_size: int = 16,
+    max_windows: int | None = None,
+) -> tuple[torch.Tensor, int]:
+    """Mean loss (nats/char) at each position of non-overlapping windows of
+    ``data``.
+
+    model: a ``LanguageModel``; data: token ids ``int64[n]``; windows as in
+    ``mixers.data.sequential_windows(data, seq_len, batch_size, max_windows)``.
+    Returns ``(loss [seq_len] float64, windows)``: ``loss[t]`` is the
+    cross-entropy of predicting token t + 1 of a window from tokens 0..t,
+    averaged over the windows, and ``windows`` is how many there were. Since
+    every window has every position once, ``loss.mean()`` is the mean loss over
+    all the windows' tokens, what ``mixers.train.evaluate_sequential`` returns.
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total = torch.zeros(seq_len, dtype=torch.float64)
+    windows = 0
+    try:
+        for x, y in sequential_windows(
+            data, seq_len, batch_size, max_windows, device
+        ):
+            logits, _ = model(x)  # [batch, seq, vocab]
+            # [batch, seq]
+            loss = F.cross_entropy(
+                logits.float().transpose(1, 2), y, reduction="none"
+            )
+            total += loss.sum(0).double().cpu()
+            windows += x.shape[0]
+    finally:
+        model.train(was_training)
+    if windows == 0:
+        raise ValueError(
+            f"data has {len(data)} tokens: not one window of"
+            f" seq_len={seq_len} + 1"
+        )
+    return total / windows, windows
+
+
+def evaluate_lengths(
+    model: LanguageModel,
+    data: torch.Tensor,
+    lengths: list[int],
+    eval_tokens: int,
+    per_position: bool = False,
+) -> list[dict]:
+    """Per length: the mean loss (nats/char) over ``eval_tokens // length``
+    non-overlapping windows of ``data``, so that every length reads the same
+    first tokens; with ``per_position``, the loss at every position of the
+    window too (``per_position_loss``) and the tokens read.
+
+    A length past ``block_size`` that the model cannot take (learned positions,
+    gMLP's W) gets ``loss: None`` and the model's own error message, rather
+    than a number; a failure at or below ``block_size`` is a bug and is raised.
+    """
+    rows = []
+    for length in lengths:
+        windows, batch = evaluation_windows(eval_tokens, length)
+        row = {"length": length, "windows": windows, "loss": None}
+        try:
+            if per_position:
+                losses, windows = per_position_loss(
+                    model, data, length, batch, max_windows=windows
+                )
+                # Five decimals are far below the noise between windows; they
+                # keep the JSON small.
+                row.update(
+                    windows=windows,
+                    tokens=windows * length,
+                    loss=losses.mean().item(),
+                    per_position=[round(v, 5) for v in losses.tolist()],
+                )
+            else:
+                row["loss"] = evaluate_sequential(
+                    model, data, length, batch, max_windows=windows
+                )
+            row["error"] = None
+        except ValueError as failure:
+            if length <= model.config.block_size:
+                raise
+            row["error"] = str(failure)
+            if per_position:
+                row.update(windows=0, tokens=0, per_position=None)
+        rows.append(row)
+    return rows
+
+
 @contextmanager
-def cpu_threads(threads: int | None, enabled: bool | None = None) -> Iterator[None]:
-    """Run the block with ``threads`` intra-op threads, then restore the previous count.
+def cpu_threads(
+    threads: int | None, enabled: bool | None = None
+) -> Iterator[None]:
+    """Run the block with ``threads`` intra-op threads, then restore the
+    previous count.
 
-    Also a decorator: ``@cpu_threads(1)`` runs each call of the function that way.
+    Also a decorator: ``@cpu_threads(1)`` runs each call of the function that
+    way.
 
-    Small models on a shared two-core machine run fastest, and most predictably, on one thread
-    per process: two OpenMP threads fighting for busy cores slowed them many times over.
-    ``enabled`` defaults to "no CUDA" (on a GPU the CPU thread count hardly matters);
-    ``threads=None`` leaves the count alone.
+    Small models on a shared two-core machine run fastest, and most
+    predictably, on one thread per process: two OpenMP threads fighting for
+    busy cores slowed them many times over. ``enabled`` defaults to "no CUDA"
+    (on a GPU the CPU thread count hardly matters); ``threads=None`` leaves the
+    count alone.
     """
     enabled = not torch.cuda.is_available() if enabled is None else enabled
     before = torch.get_num_threads()
@@ -80,23 +218,27 @@ def cpu_threads(threads: int | None, enabled: bool | None = None) -> Iterator[No
         torch.set_num_threads(before)
 
 
-# ---------------------------------------------------------------------------------------------
-# Runs that survive an interruption. An experiment is a list of jobs, each the tuple of values
-# that names one run in its record ((variant, seed), (pair, lr, seed)), and the settings every
-# run shares. The jobs run one by one, or in a pool of processes; inside ``save_runs(folder)``
-# (the command line's ``--out``) each finished run is saved at once, atomically, with those
-# settings, and a rerun with the same settings runs only the jobs that are missing.
+# -----------------------------------------------------------------------------
+# Runs that survive an interruption. An experiment is a list of jobs, each the
+# tuple of values that names one run in its record ((variant, seed), (pair, lr,
+# seed)), and the settings every run shares. The jobs run one by one, or in a
+# pool of processes; inside ``save_runs(folder)`` (the command line's
+# ``--out``) each finished run is saved at once, atomically, with those
+# settings, and a rerun with the same settings runs only the jobs that are
+# missing.
 
 
 class SettingsMismatch(ValueError):
-    """A partial results file holds runs made with other settings than this run's."""
+    """A partial results file holds runs made with other settings than this
+    run's."""
 
 
 @dataclass(frozen=True)
 class Experiment:
-    """What an experiment runs: ``jobs``, each the values of ``fields`` in its run's record
-    (``fields=("variant", "seed")``, a job ``("swiglu", 0)``), and the JSON-like ``settings``
-    that every run shares and that saved runs must match to be resumed."""
+    """What an experiment runs: ``jobs``, each the values of ``fields`` in its
+    run's record (``fields=("variant", "seed")``, a job ``("swiglu", 0)``), and
+    the JSON-like ``settings`` that every run shares and that saved runs must
+    match to be resumed."""
 
     name: str
     profile: str
@@ -106,21 +248,28 @@ class Experiment:
 
     def __post_init__(self) -> None:
         if len(set(self.jobs)) != len(self.jobs):
-            raise ValueError(f"{self.name}: jobs must not repeat, got {self.jobs}")
+            raise ValueError(
+                f"{self.name}: jobs must not repeat, got {self.jobs}"
+            )
 
     def job(self, record: dict) -> tuple:
         """The job whose run ``record`` is."""
         return tuple(record[field] for field in self.fields)
 
 
-# Where ``run_jobs`` saves the finished runs: (folder, fresh), or None to keep them in memory only.
-_SAVING: ContextVar[tuple[Path, bool] | None] = ContextVar("saving", default=None)
+# Where ``run_jobs`` saves the finished runs: (folder, fresh), or None to keep
+# them in memory only.
+_SAVING: ContextVar[tuple[Path, bool] | None] = ContextVar(
+    "saving", default=None
+)
 
 
 @contextmanager
 def save_runs(directory: str | Path, fresh: bool = False) -> Iterator[None]:
-    """Inside this block, experiments save each finished run in ``directory`` and resume the runs
-    saved there; ``fresh=True`` discards those first. The command line runs every experiment so."""
+    """Inside this block, experiments save each finished run in ``directory``
+    and resume the runs saved there; ``fresh=True`` discards those first. The
+    command line runs every experiment so.
+    """
     token = _SAVING.set((Path(directory), fresh))
     try:
         yield
@@ -129,7 +278,8 @@ def save_runs(directory: str | Path, fresh: bool = False) -> Iterator[None]:
 
 
 def partial_path(name: str, profile: str, directory: str | Path) -> Path:
-    """``DIRECTORY/NAME-PROFILE.partial.json``: the runs of an experiment finished so far."""
+    """``DIRECTORY/NAME-PROFILE.partial.json``: the runs of an experiment
+    finished so far."""
     return results_path(name, f"{profile}.partial", Path(directory))
 
 
@@ -137,61 +287,102 @@ def _flatten(value, prefix: str = "") -> dict:
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+            out.update(
+                _flatten(item, f"{prefix}.{key}" if prefix else str(key))
+            )
         return out
     return {prefix: value}
 
 
 def settings_differences(saved: dict, current: dict) -> list[str]:
-    """Each setting that differs between two settings dicts, as ``"key: saved X, now Y"``."""
+    """Each setting that differs between two settings dicts, as ``"key: saved
+    X, now Y"``."""
     old, new = _flatten(saved), _flatten(current)
-    return [f"{key}: saved {old.get(key, '(absent)')!r}, now {new.get(key, '(absent)')!r}"
-            for key in sorted(old.keys() | new.keys()) if old.get(key, "(absent)") != new.get(key, "(absent)")]
+    return [
+        f"{key}: saved {old.get(key, '(absent)')!r}, now"
+        f" {new.get(key, '(absent)')!r}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, "(absent)") != new.get(key, "(absent)")
+    ]
 
 
 def load_partial(path: Path, experiment: Experiment) -> dict[tuple, dict]:
-    """The runs saved in ``path`` (none if it does not exist), by job, after checking that they
-    were made with ``experiment.settings``; a ``SettingsMismatch`` names every difference otherwise."""
+    """The runs saved in ``path`` (none if it does not exist), by job, after
+    checking that they were made with ``experiment.settings``; a
+    ``SettingsMismatch`` names every difference otherwise.
+    """
     if not path.is_file():
         return {}
     try:
         saved = read_results(path)
     except CorruptResults as error:
-        raise CorruptResults(f"{error}; move it away, or start afresh with --fresh") from None
+        raise CorruptResults(
+            f"{error}; move it away, or start afresh with --fresh"
+        ) from None
     # Compared as a file holds them: tuples are lists there.
-    differences = settings_differences(saved.get("settings", {}), json.loads(to_json(experiment.settings)))
+    differences = settings_differences(
+        saved.get("settings", {}), json.loads(to_json(experiment.settings))
+    )
     if differences:
-        shown = "; ".join(differences[:8]) + ("; ..." if len(differences) > 8 else "")
+        shown = "; ".join(differences[:8]) + (
+            "; ..." if len(differences) > 8 else ""
+        )
         count = len(saved.get("runs", []))
         raise SettingsMismatch(
-            f"{path} holds {count} run{'' if count == 1 else 's'} made with other settings, which would not "
-            f"compare like for like: {shown}. Rerun with the saved settings to resume, or start afresh "
-            "(--fresh, or save_runs(..., fresh=True)), which discards them")
+            f"{path} holds {count} run{'' if count == 1 else 's'} made with"
+            f" other settings, which would not compare like for like: {shown}."
+            " Rerun with the saved settings to resume, or start afresh"
+            " (--fresh, or save_runs(..., fresh=True)), which discards them"
+        )
     runs = {experiment.job(run): run for run in saved.get("runs", [])}
     return {job: runs[job] for job in experiment.jobs if job in runs}
 
 
-def _save_partial(path: Path, experiment: Experiment, done: dict[tuple, dict]) -> None:
+def _save_partial(
+    path: Path, experiment: Experiment, done: dict[tuple, dict]
+) -> None:
     runs = [done[job] for job in experiment.jobs if job in done]
-    write_results(path, {"experiment": experiment.name, "complete": len(runs) == len(experiment.jobs),
-                         "runs_done": len(runs), "runs_total": len(experiment.jobs),
-                         "settings": experiment.settings, "runs": runs,
-                         "provenance": provenance(experiment.profile, default_device())})
+    write_results(
+        path,
+        {
+            "experiment": experiment.name,
+            "complete": len(runs) == len(experiment.jobs),
+            "runs_done": len(runs),
+            "runs_total": len(experiment.jobs),
+            "settings": experiment.settings,
+            "runs": runs,
+            "provenance": provenance(experiment.profile, default_device()),
+        },
+    )
 
 
-def _outcome(experiment: Experiment, job: tuple, run: Callable[[], dict]) -> dict:
-    """The record of ``run()``: as a file holds it (tuples become lists), so that a resumed run and
-    a new one look alike, and ``diverged``; a run that diverged is recorded with its message."""
+def _outcome(
+    experiment: Experiment, job: tuple, run: Callable[[], dict]
+) -> dict:
+    """The record of ``run()``: as a file holds it (tuples become lists), so
+    that a resumed run and a new one look alike, and ``diverged``; a run that
+    diverged is recorded with its message.
+    """
     try:
         record = run()
-    except TrainingDiverged as error:  # a result of the experiment (a learning rate too high), not a crash
-        return {**dict(zip(experiment.fields, job)), "diverged": True, "error": str(error)}
+    # a result of the experiment (a learning rate too high), not a crash
+    except TrainingDiverged as error:
+        return {
+            **dict(zip(experiment.fields, job)),
+            "diverged": True,
+            "error": str(error),
+        }
     return json.loads(to_json({**record, "diverged": False, "error": None}))
 
 
-def _finished(experiment: Experiment, run_job: Callable[[tuple], dict], jobs: list[tuple],
-              pool: Executor | None) -> Iterator[tuple[tuple, dict]]:
-    """Each job and its record as it finishes: in order, or in the order the pool finishes them."""
+def _finished(
+    experiment: Experiment,
+    run_job: Callable[[tuple], dict],
+    jobs: list[tuple],
+    pool: Executor | None,
+) -> Iterator[tuple[tuple, dict]]:
+    """Each job and its record as it finishes: in order, or in the order the
+    pool finishes them."""
     if pool is None:
         for job in jobs:
             yield job, _outcome(experiment, job, lambda: run_job(job))
@@ -199,44 +390,72 @@ def _finished(experiment: Experiment, run_job: Callable[[tuple], dict], jobs: li
     futures = {pool.submit(run_job, job): job for job in jobs}
     try:
         for future in as_completed(futures):
-            yield futures[future], _outcome(experiment, futures[future], future.result)
-    finally:  # interrupted: the jobs that have not started are dropped, not run
+            yield (
+                futures[future],
+                _outcome(experiment, futures[future], future.result),
+            )
+    # interrupted: the jobs that have not started are dropped, not run
+    finally:
         for future in futures:
             future.cancel()
 
 
 def _report(experiment: Experiment, done: int, record: dict) -> str:
-    name = ", ".join(f"{field} {record[field]}" for field in experiment.fields) or experiment.name
+    name = (
+        ", ".join(f"{field} {record[field]}" for field in experiment.fields)
+        or experiment.name
+    )
     where = f"[{done}/{len(experiment.jobs)}] {name}"
     if record["diverged"]:
         return f"{where}: diverged ({record['error']})"
-    loss = record.get("best_val_loss", (record.get("result") or {}).get("best_val_loss"))
-    return f"{where}: best val {loss:.4f}" if loss is not None else f"{where}: done"
+    loss = record.get(
+        "best_val_loss", (record.get("result") or {}).get("best_val_loss")
+    )
+    return (
+        f"{where}: best val {loss:.4f}"
+        if loss is not None
+        else f"{where}: done"
+    )
 
 
-def run_jobs(experiment: Experiment, run_job: Callable[[tuple], dict],
-             pool: Executor | None = None) -> tuple[list[dict], int]:
-    """Run every job of ``experiment``; return every run's record, in the jobs' order, and how
-    many of them were resumed from a partial file.
+def run_jobs(
+    experiment: Experiment,
+    run_job: Callable[[tuple], dict],
+    pool: Executor | None = None,
+) -> tuple[list[dict], int]:
+    """Run every job of ``experiment``; return every run's record, in the jobs'
+    order, and how many of them were resumed from a partial file.
 
-    ``run_job(job)`` trains one run and returns its record, a JSON-like dict holding the job's
-    ``fields``; with a ``pool`` (a ``concurrent.futures`` executor) the jobs run there, and
-    ``run_job`` must pickle. Each record gets ``diverged`` and ``error``: a run that raises
-    ``TrainingDiverged`` is recorded as diverged, with its message, and the others go on. Inside
-    ``save_runs`` each record is saved at once to ``partial_path``, and the jobs saved there
-    before with the same settings are not run again.
+    ``run_job(job)`` trains one run and returns its record, a JSON-like dict
+    holding the job's ``fields``; with a ``pool`` (a ``concurrent.futures``
+    executor) the jobs run there, and ``run_job`` must pickle. Each record gets
+    ``diverged`` and ``error``: a run that raises ``TrainingDiverged`` is
+    recorded as diverged, with its message, and the others go on. Inside
+    ``save_runs`` each record is saved at once to ``partial_path``, and the
+    jobs saved there before with the same settings are not run again.
     """
     saving = _SAVING.get()
-    path = partial_path(experiment.name, experiment.profile, saving[0]) if saving else None
+    path = (
+        partial_path(experiment.name, experiment.profile, saving[0])
+        if saving
+        else None
+    )
     if path is not None and saving[1]:
         path.unlink(missing_ok=True)
     done = load_partial(path, experiment) if path is not None else {}
     resumed = len(done)
     if path is not None:
-        print(f"{experiment.name}, profile {experiment.profile}: {len(experiment.jobs)} runs, each saved to "
-              f"{path} as it finishes", flush=True)
+        print(
+            f"{experiment.name}, profile {experiment.profile}:"
+            f" {len(experiment.jobs)} runs, each saved to {path} as it"
+            " finishes",
+            flush=True,
+        )
     if resumed:
-        print(f"resuming: {resumed} of {len(experiment.jobs)} runs already done", flush=True)
+        print(
+            f"resuming: {resumed} of {len(experiment.jobs)} runs already done",
+            flush=True,
+        )
     todo = [job for job in experiment.jobs if job not in done]
     with closing(_finished(experiment, run_job, todo, pool)) as finished:
         for job, record in finished:
@@ -248,78 +467,149 @@ def run_jobs(experiment: Experiment, run_job: Callable[[tuple], dict],
 
 
 def first_provenance(runs: list[dict], profile: str) -> dict:
-    """Where, when and with what an experiment ran: the provenance of its first run that finished
-    (this machine's, if every run diverged)."""
+    """Where, when and with what an experiment ran: the provenance of its first
+    run that finished (this machine's, if every run diverged)."""
     for run in runs:
         if not run["diverged"]:
             return dict(run["result"]["provenance"])
     return provenance(profile, default_device())
 
 
-# ---------------------------------------------------------------------------------------------
-# The command lines of the experiments and benchmarks. Every argument is checked as it is parsed,
-# before anything trains or compiles.
+# -----------------------------------------------------------------------------
+# The command lines of the experiments and benchmarks. Every argument is
+# checked as it is parsed, before anything trains or compiles.
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (the package's ``check_positive_int``, as a command-line type)."""
+    """argparse type: an integer >= 1 (the package's ``check_positive_int``, as
+    a command-line type)."""
     try:
         return check_positive_int("the value", int(text))
     except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"must be a positive integer, got {text!r}"
+        ) from None
 
 
 def output_dir(text: str) -> Path:
-    """argparse type: a directory the results can be written in (created if missing)."""
+    """argparse type: a directory the results can be written in (created if
+    missing)."""
     try:
         return writable_dir(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def command_line(prog: str, description: str, durations: dict[str, str]) -> argparse.ArgumentParser:
-    """A parser with the ``--out`` every experiment and benchmark shares; its help says how long
-    each profile takes (``durations``: profile -> text) and where the results go."""
+def command_line(
+    prog: str, description: str, durations: dict[str, str]
+) -> argparse.ArgumentParser:
+    """A parser with the ``--out`` every experiment and benchmark shares; its
+    help says how long each profile takes (``durations``: profile -> text) and
+    where the results go.
+    """
     lines = [f"  {name:6} {text}" for name, text in durations.items()]
-    epilog = "\n".join(["how long each profile takes:", *lines, "",
-                        "The results go to DIR/NAME-PROFILE.json with DIR = runs/ (untracked) unless --out",
-                        "says otherwise; --out book/results replaces the committed results the chapters read."])
-    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    # A string default goes through `type` too: the folder is checked (and made) before any run.
-    parser.add_argument("--out", type=output_dir, default=str(runs_dir()), metavar="DIR",
-                        help="directory for the results JSON (default: %(default)s)")
+    epilog = "\n".join(
+        [
+            "how long each profile takes:",
+            *lines,
+            "",
+            (
+                "The results go to DIR/NAME-PROFILE.json with DIR = runs/"
+                " (untracked) unless --out"
+            ),
+            (
+                "says otherwise; --out book/results replaces the committed"
+                " results the chapters read."
+            ),
+        ]
+    )
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    # A string default goes through `type` too: the folder is checked (and
+    # made) before any run.
+    parser.add_argument(
+        "--out",
+        type=output_dir,
+        default=str(runs_dir()),
+        metavar="DIR",
+        help="directory for the results JSON (default: %(default)s)",
+    )
     return parser
 
 
 def _interrupted(path: Path) -> str:
     if path.is_file():
-        return f"\ninterrupted: the finished runs are saved in {path}; rerun the same command to resume"
-    return (f"\ninterrupted before the first run finished: nothing was saved (the runs go to {path}); "
-            "rerun the same command to start again")
+        return (
+            f"\ninterrupted: the finished runs are saved in {path}; rerun the"
+            " same command to resume"
+        )
+    return (
+        "\ninterrupted before the first run finished: nothing was saved (the"
+        f" runs go to {path}); rerun the same command to start again"
+    )
 
 
-def main(name: str, run: Callable[..., dict], description: str, durations: dict[str, str],
-         argv: list[str] | None = None) -> None:
-    """The command line every experiment module shares: ``--profile``, ``--out``, ``--fresh``,
-    ``--no-progress``. Each finished run is saved as it finishes (``save_runs``) and resumed by a
-    rerun; the partial file goes once the results are written."""
-    parser, args, profile = parse_experiment_args(f"python -m mixers.experiments.{name}", description, durations,
-                                                  argv)
+def main(
+    name: str,
+    run: Callable[..., dict],
+    description: str,
+    durations: dict[str, str],
+    argv: list[str] | None = None,
+) -> None:
+    """The command line every experiment module shares: ``--profile``,
+    ``--out``, ``--fresh``, ``--no-progress``. Each finished run is saved as it
+    finishes (``save_runs``) and resumed by a rerun; the partial file goes once
+    the results are written."""
+    parser, args, profile = parse_experiment_args(
+        f"python -m mixers.experiments.{name}", description, durations, argv
+    )
     with exits_cleanly(parser, partial_path(name, profile, args.out)):
-        written = run_saved(name, run, profile, args.out, fresh=args.fresh, progress=not args.no_progress)
+        written = run_saved(
+            name,
+            run,
+            profile,
+            args.out,
+            fresh=args.fresh,
+            progress=not args.no_progress,
+        )
     print(f"wrote {written}")
 
 
-def parse_experiment_args(prog: str, description: str, durations: dict[str, str], argv: list[str] | None):
-    """``command_line`` plus ``--profile``, ``--fresh`` and ``--no-progress``, parsed from ``argv``:
-    the parser, its arguments and the profile (``--profile``, else ``default_profile_name``)."""
+def parse_experiment_args(
+    prog: str,
+    description: str,
+    durations: dict[str, str],
+    argv: list[str] | None,
+):
+    """``command_line`` plus ``--profile``, ``--fresh`` and ``--no-progress``,
+    parsed from ``argv``: the parser, its arguments and the profile
+    (``--profile``, else ``default_profile_name``).
+    """
     parser = command_line(prog, description, durations)
-    parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
-                        help="training size (default: MIXERS_PROFILE, else gpu with CUDA, else smoke)")
-    parser.add_argument("--fresh", action="store_true",
-                        help="discard the runs saved by an earlier, interrupted run instead of resuming them")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=None,
+        help=(
+            "training size (default: MIXERS_PROFILE, else gpu with CUDA, else"
+            " smoke)"
+        ),
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help=(
+            "discard the runs saved by an earlier, interrupted run instead of"
+            " resuming them"
+        ),
+    )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="hide the progress bars"
+    )
     args = parser.parse_args(argv)
     try:
         profile = args.profile or default_profile_name()
@@ -328,25 +618,38 @@ def parse_experiment_args(prog: str, description: str, durations: dict[str, str]
     return parser, args, profile
 
 
-def run_saved(name: str, run: Callable[..., dict], profile: str, out: Path, fresh: bool = False,
-              progress: bool = True) -> Path:
-    """``run(profile)`` with each finished run saved in ``out`` as it finishes (``save_runs``), then
-    its results written to ``out/NAME-PROFILE.json`` and the partial file removed."""
+def run_saved(
+    name: str,
+    run: Callable[..., dict],
+    profile: str,
+    out: Path,
+    fresh: bool = False,
+    progress: bool = True,
+) -> Path:
+    """``run(profile)`` with each finished run saved in ``out`` as it finishes
+    (``save_runs``), then its results written to ``out/NAME-PROFILE.json`` and
+    the partial file removed.
+    """
     with save_runs(out, fresh=fresh):
         results = run(profile, progress=progress)
     written = save_results(name, profile, results, out)
-    partial_path(name, profile, out).unlink(missing_ok=True)  # the results hold every run now
+    # the results hold every run now
+    partial_path(name, profile, out).unlink(missing_ok=True)
     return written
 
 
 @contextmanager
-def exits_cleanly(parser: argparse.ArgumentParser, path: Path) -> Iterator[None]:
-    """A settings mismatch or a corrupt partial file exits 2 with its message; Ctrl-C exits 130
-    saying where the finished runs are (``path``)."""
+def exits_cleanly(
+    parser: argparse.ArgumentParser, path: Path
+) -> Iterator[None]:
+    """A settings mismatch or a corrupt partial file exits 2 with its message;
+    Ctrl-C exits 130 saying where the finished runs are (``path``)."""
     try:
         yield
     except (SettingsMismatch, CorruptResults) as error:
         parser.exit(2, f"error: {error}\n")
-    except KeyboardInterrupt:  # also while the results are written: that is atomic, the partial file is whole
+    # also while the results are written: that is atomic, the partial file is
+    # whole
+    except KeyboardInterrupt:
         print(_interrupted(path), file=sys.stderr)
         sys.exit(130)

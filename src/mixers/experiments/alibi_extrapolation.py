@@ -1,37 +1,48 @@
-"""Train short, test long: one language model with six position schemes, evaluated past its training length.
+"""Train short, test long: one language model with six position schemes,
+evaluated past its training length.
 
-``python -m mixers.experiments.alibi_extrapolation --profile cpu`` trains the same small
-character-level transformer six times at one training length L, changing only how it knows
-where a token is:
+``python -m mixers.experiments.alibi_extrapolation --profile cpu`` trains the
+same small character-level transformer six times at one training length L,
+changing only how it knows where a token is:
 
-=============  ==============  ============  =================================================
-scheme         token mixer     positions     where the position enters
-=============  ==============  ============  =================================================
-``none``       ``attention``   ``none``      nowhere (a causal model can still count)
-``sinusoidal`` ``attention``   ``sinusoidal`` a fixed sin/cos table added to the embeddings
-``learned``    ``attention``   ``learned``   a learned table of L rows added to the embeddings
-``rotary``     ``rotary``      ``none``      q and k rotated by their positions (RoPE)
-``alibi``      ``alibi``       ``none``      a linear penalty ``-m·(i - j)`` on the scores
-=============  ==============  ============  =================================================
+==============  =============  ==============  ================================
+scheme          token mixer    positions       where the position enters
+==============  =============  ==============  ================================
+``none``        ``attention``  ``none``        nowhere (a causal model can
+                                               still count)
+``sinusoidal``  ``attention``  ``sinusoidal``  a fixed sin/cos table added to
+                                               the embeddings
+``learned``     ``attention``  ``learned``     a learned table of L rows added
+                                               to the embeddings
+``rotary``      ``rotary``     ``none``        q and k rotated by their
+                                               positions (RoPE)
+``alibi``       ``alibi``      ``none``        a linear penalty ``-m·(i - j)``
+                                               on the scores
+==============  =============  ==============  ================================
 
-and ``sinusoidal_scaled`` (token mixer ``attention``, positions ``sinusoidal_scaled``): the same sin/cos
-table multiplied by 0.02·√2, so that it starts at the token embeddings' size (both RMS 0.02; the
-plain table is 35 times larger), to measure whether that size matters.
+and ``sinusoidal_scaled`` (token mixer ``attention``, positions
+``sinusoidal_scaled``): the same sin/cos table multiplied by 0.02·√2, so that
+it starts at the token embeddings' size (both RMS 0.02; the plain table is 35
+times larger), to measure whether that size matters.
 
-Same initial seed, same data order, same steps. Each model is then scored on the validation
-split in non-overlapping windows of 1, 2, 4, ... times L (``mixers.data.sequential_windows``),
-and every length sees the *same* tokens: the first ``eval_tokens`` characters of the split, cut
-into ``eval_tokens / length`` windows. Besides the mean loss at each length, it records the
-loss at every position of the window (``per_position_loss``), averaged over the windows.
+Same initial seed, same data order, same steps. Each model is then scored on
+the validation split in non-overlapping windows of 1, 2, 4, ... times L
+(``mixers.data.sequential_windows``), and every length sees the *same* tokens:
+the first ``eval_tokens`` characters of the split, cut into ``eval_tokens /
+length`` windows. Besides the mean loss at each length, it records the loss at
+every position of the window (``mixers.experiments.per_position_loss``),
+averaged over the windows.
 
-Learned positions have no row for position L or beyond: the model raises a ``ValueError`` there,
-and the results say so (``loss: null`` with the error message) instead of inventing a number.
+Learned positions have no row for position L or beyond: the model raises a
+``ValueError`` there, and the results say so (``loss: null`` with the error
+message) instead of inventing a number.
 
-It writes ``alibi_extrapolation-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the
-chapter's): per scheme the loss curves, the loss at each evaluation length, the per-position
-losses, and the provenance of the run. Each scheme, trained and evaluated, is one job of
-``mixers.experiments.run_jobs``: the command line saves it as it finishes, a rerun resumes, and
-a scheme whose training diverges is recorded as such while the others carry on.
+It writes ``alibi_extrapolation-PROFILE.json`` (to ``runs/``; ``--out
+book/results`` for the chapter's): per scheme the loss curves, the loss at each
+evaluation length, the per-position losses, and the provenance of the run. Each
+scheme, trained and evaluated, is one job of ``mixers.experiments.run_jobs``:
+the command line saves it as it finishes, a rerun resumes, and a scheme whose
+training diverges is recorded as such while the others carry on.
 """
 
 from __future__ import annotations
@@ -39,138 +50,121 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, replace
 
-import torch
-import torch.nn.functional as F
-
-from ..data import CharDataset, sequential_windows
-from ..model import LanguageModel
+from ..data import CharDataset
 from ..train import run_profile
-from . import Experiment, cpu_threads, evaluation_windows, experiment_settings, first_provenance, main, run_jobs
+from . import (
+    Experiment,
+    cpu_threads,
+    evaluate_lengths,
+    experiment_settings,
+    first_provenance,
+    main,
+    run_jobs,
+)
 
 NAME = "alibi_extrapolation"
-DURATIONS = {"smoke": "seconds", "cpu": "about 9 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
+DURATIONS = {
+    "smoke": "seconds",
+    "cpu": "about 9 minutes on a two-core CPU",
+    "gpu": "tens of minutes on one GPU",
+}
 
-# As in the attention_scaling experiment: small models on a CPU run about as fast on one intra-op
-# thread as on two quiet cores, and far faster when the cores are shared. Provenance records it.
+# As in the attention_scaling experiment: small models on a CPU run about as
+# fast on one intra-op thread as on two quiet cores, and far faster when the
+# cores are shared. Provenance records it.
 CPU_THREADS = 1
 
-# scheme -> (token mixer, positions added to the embeddings). The mixers that encode position
-# inside attention (rotary, alibi) get no positions on the embeddings.
+# scheme -> (token mixer, positions added to the embeddings). The mixers that
+# encode position inside attention (rotary, alibi) get no positions on the
+# embeddings.
 SCHEMES: dict[str, tuple[str, str]] = {
     "none": ("attention", "none"),
     "sinusoidal": ("attention", "sinusoidal"),
     "learned": ("attention", "learned"),
     "rotary": ("rotary", "none"),
     "alibi": ("alibi", "none"),
-    # the sinusoid table at the token embeddings' scale (mixers.positions.SCALED_SINUSOID_FACTOR):
-    # does the size of the plain table, 35 times the embeddings' at initialisation, matter?
+    # the sinusoid table at the token embeddings' scale
+    # (mixers.positions.SCALED_SINUSOID_FACTOR): does the size of the plain
+    # table, 35 times the embeddings' at initialisation, matter?
     "sinusoidal_scaled": ("attention", "sinusoidal_scaled"),
 }
 
-# Per profile: the model (ModelConfig fields over the profile's own; block_size is the training
-# length L), the training (TrainConfig fields; seq_len = L), the evaluation lengths as multiples
-# of L, and the number of validation tokens scored at every length.
+# Per profile: the model (ModelConfig fields over the profile's own; block_size
+# is the training length L), the training (TrainConfig fields; seq_len = L),
+# the evaluation lengths as multiples of L, and the number of validation tokens
+# scored at every length.
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=32, n_layers=1, n_heads=4, block_size=16),
-        train=dict(steps=60, batch_size=16, seq_len=16, lr=1e-2, warmup_steps=5, eval_interval=30,
-                   eval_batches=2),
+        train=dict(
+            steps=60,
+            batch_size=16,
+            seq_len=16,
+            lr=1e-2,
+            warmup_steps=5,
+            eval_interval=30,
+            eval_batches=2,
+        ),
         factors=(1, 2, 4, 8, 16),
         eval_tokens=2048,
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=3, n_heads=8, block_size=64),
-        train=dict(steps=800, batch_size=32, seq_len=64, lr=2e-3, warmup_steps=50, eval_interval=100,
-                   eval_batches=10),
+        train=dict(
+            steps=800,
+            batch_size=32,
+            seq_len=64,
+            lr=2e-3,
+            warmup_steps=50,
+            eval_interval=100,
+            eval_batches=10,
+        ),
         factors=(1, 2, 4, 8, 16),
         eval_tokens=65536,
     ),
     "gpu": dict(
-        model=dict(d_model=384, n_layers=6, n_heads=8, block_size=256, dropout=0.1),
+        model=dict(
+            d_model=384, n_layers=6, n_heads=8, block_size=256, dropout=0.1
+        ),
         train=dict(steps=5000, seq_len=256),
         factors=(1, 2, 4, 8, 16),
         eval_tokens=98304,
     ),
 }
 
-# Facts from the paper, for comparison (not computed here): WikiText-103 validation perplexity of
-# 16-layer, 247M-parameter models trained on L = 512 tokens, evaluated without overlap at longer
-# lengths (Press, Smith and Lewis, 2022, the L = 512 curves of their Figure 1 / appendix table).
+# Facts from the paper, for comparison (not computed here): WikiText-103
+# validation perplexity of 16-layer, 247M-parameter models trained on L = 512
+# tokens, evaluated without overlap at longer lengths (Press, Smith and Lewis,
+# 2022, the L = 512 curves of their Figure 1 / appendix table).
 PAPER_WIKITEXT103_L512 = {
     "train_length": 512,
     "eval_lengths": [512, 15512],
-    "perplexity": {"sinusoidal": [20.05, 406.01], "rotary": [20.07, 79.25], "alibi": [19.73, 18.31]},
+    "perplexity": {
+        "sinusoidal": [20.05, 406.01],
+        "rotary": [20.07, 79.25],
+        "alibi": [19.73, 18.31],
+    },
 }
 
 
-@torch.no_grad()
-def per_position_loss(model: LanguageModel, data: torch.Tensor, seq_len: int, batch_size: int = 16,
-                      max_windows: int | None = None) -> tuple[torch.Tensor, int]:
-    """Mean loss (nats/char) at each position of non-overlapping windows of ``data``.
-
-    model: a ``LanguageModel``; data: token ids ``int64[n]``; windows as in
-    ``mixers.data.sequential_windows(data, seq_len, batch_size, max_windows)``.
-    Returns ``(loss [seq_len] float64, windows)``: ``loss[t]`` is the cross-entropy of predicting
-    token t + 1 of a window from tokens 0..t, averaged over the windows, and ``windows`` is how
-    many there were. Since every window has every position once, ``loss.mean()`` is the mean loss
-    over all the windows' tokens, what ``mixers.train.evaluate_sequential`` returns.
-    """
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    total = torch.zeros(seq_len, dtype=torch.float64)
-    windows = 0
-    try:
-        for x, y in sequential_windows(data, seq_len, batch_size, max_windows, device):
-            logits, _ = model(x)                                                  # [batch, seq, vocab]
-            loss = F.cross_entropy(logits.float().transpose(1, 2), y, reduction="none")  # [batch, seq]
-            total += loss.sum(0).double().cpu()
-            windows += x.shape[0]
-    finally:
-        model.train(was_training)
-    if windows == 0:
-        raise ValueError(f"data has {len(data)} tokens: not one window of seq_len={seq_len} + 1")
-    return total / windows, windows
-
-
-def evaluate_lengths(model: LanguageModel, data: torch.Tensor, lengths: list[int], eval_tokens: int) -> list[dict]:
-    """Per length: the mean loss and the per-position losses over ``eval_tokens // length`` windows.
-
-    A length the model cannot take (learned positions past their table) gets ``loss: None`` and
-    the model's own error message, rather than a number.
-    """
-    rows = []
-    for length in lengths:
-        windows, batch = evaluation_windows(eval_tokens, length)
-        try:
-            loss, counted = per_position_loss(model, data, length, batch, max_windows=windows)
-        except ValueError as error:
-            rows.append({"length": length, "windows": 0, "tokens": 0, "loss": None, "per_position": None,
-                         "error": str(error)})
-            continue
-        rows.append({
-            "length": length,
-            "windows": counted,
-            "tokens": counted * length,
-            "loss": loss.mean().item(),
-            # Five decimals are far below the noise between windows; they keep the JSON small.
-            "per_position": [round(v, 5) for v in loss.tolist()],
-            "error": None,
-        })
-    return rows
-
-
 def shared_settings(profile: str, val_tokens: int) -> dict:
-    """Everything the runs of ``profile`` share, as the results record it; checked before any run
-    (``val_tokens``: the length of the validation split the evaluation reads)."""
+    """Everything the runs of ``profile`` share, as the results record it;
+    checked before any run (``val_tokens``: the length of the validation split
+    the evaluation reads).
+    """
     base, settings, model_settings = experiment_settings(profile, SETTINGS)
     train = asdict(replace(base.train, **settings["train"]))
     train_length = model_settings["block_size"]
     if train["seq_len"] != train_length:
-        raise ValueError("the training seq_len must equal block_size: L is both the training length "
-                         "and the number of learned positions")
+        raise ValueError(
+            "the training seq_len must equal block_size: L is both the"
+            " training length and the number of learned positions"
+        )
     if settings["eval_tokens"] + 1 > val_tokens:
-        raise ValueError(f"eval_tokens={settings['eval_tokens']} exceeds the validation split ({val_tokens} tokens)")
+        raise ValueError(
+            f"eval_tokens={settings['eval_tokens']} exceeds the validation"
+            f" split ({val_tokens} tokens)"
+        )
     return {
         "model": model_settings,
         "train": train,
@@ -179,19 +173,44 @@ def shared_settings(profile: str, val_tokens: int) -> dict:
         "eval_lengths": [f * train_length for f in settings["factors"]],
         "eval_tokens": settings["eval_tokens"],
         "eval_split": "val",
-        "schemes": {scheme: {"token_mixer": m, "positions": p} for scheme, (m, p) in SCHEMES.items()},
+        "schemes": {
+            scheme: {"token_mixer": m, "positions": p}
+            for scheme, (m, p) in SCHEMES.items()
+        },
     }
 
 
-def run_one(dataset: CharDataset, profile: str, settings: dict, scheme: str, progress: bool = False) -> dict:
-    """Train the model of ``scheme`` under ``settings`` (``shared_settings``) and evaluate it at
-    every length; return its record."""
+def run_one(
+    dataset: CharDataset,
+    profile: str,
+    settings: dict,
+    scheme: str,
+    progress: bool = False,
+) -> dict:
+    """Train the model of ``scheme`` under ``settings`` (``shared_settings``)
+    and evaluate it at every length; return its record."""
     token_mixer, positions = SCHEMES[scheme]
-    overrides = {**settings["model"], "token_mixer": token_mixer, "positions": positions}
-    model, result = run_profile(dataset, profile, model_overrides=overrides, train_overrides=settings["train"],
-                                progress=progress, description=f"{NAME} {scheme}")
+    overrides = {
+        **settings["model"],
+        "token_mixer": token_mixer,
+        "positions": positions,
+    }
+    model, result = run_profile(
+        dataset,
+        profile,
+        model_overrides=overrides,
+        train_overrides=settings["train"],
+        progress=progress,
+        description=f"{NAME} {scheme}",
+    )
     eval_start = time.perf_counter()
-    evaluation = evaluate_lengths(model, dataset.val, settings["eval_lengths"], settings["eval_tokens"])
+    evaluation = evaluate_lengths(
+        model,
+        dataset.val,
+        settings["eval_lengths"],
+        settings["eval_tokens"],
+        per_position=True,
+    )
     return {
         "scheme": scheme,
         "token_mixer": token_mixer,
@@ -204,22 +223,36 @@ def run_one(dataset: CharDataset, profile: str, settings: dict, scheme: str, pro
 
 @cpu_threads(CPU_THREADS)
 def run(profile: str, progress: bool = True) -> dict:
-    """Train every scheme at the training length of ``profile`` and evaluate it at longer lengths."""
+    """Train every scheme at the training length of ``profile`` and evaluate it
+    at longer lengths."""
     start = time.perf_counter()
     dataset = CharDataset.shakespeare()
     settings = shared_settings(profile, len(dataset.val))
-    experiment = Experiment(NAME, profile, settings, ("scheme",), [(scheme,) for scheme in SCHEMES])
-    runs, resumed = run_jobs(experiment, lambda job: run_one(dataset, profile, settings, *job, progress=progress))
+    experiment = Experiment(
+        NAME, profile, settings, ("scheme",), [(scheme,) for scheme in SCHEMES]
+    )
+    runs, resumed = run_jobs(
+        experiment,
+        lambda job: run_one(
+            dataset, profile, settings, *job, progress=progress
+        ),
+    )
     model = settings["model"]
     return {
         "experiment": NAME,
-        "model": f"causal transformer, d_model {model['d_model']}, {model['n_layers']} layers, "
-                 f"{model['n_heads']} heads, gelu feed-forward; trained at L = {settings['train_length']}; "
-                 f"schemes: {', '.join(SCHEMES)}",
+        "model": (
+            f"causal transformer, d_model {model['d_model']},"
+            f" {model['n_layers']} layers, {model['n_heads']} heads, gelu"
+            f" feed-forward; trained at L = {settings['train_length']};"
+            f" schemes: {', '.join(SCHEMES)}"
+        ),
         "settings": settings,
         "runs": runs,
-        "provenance": {**first_provenance(runs, profile), "resumed_runs": resumed,
-                       "wall_time_s": time.perf_counter() - start},
+        "provenance": {
+            **first_provenance(runs, profile),
+            "resumed_runs": resumed,
+            "wall_time_s": time.perf_counter() - start,
+        },
     }
 
 

@@ -1,17 +1,21 @@
-"""Why divide by sqrt(d_k): one language model trained with and without the scale, at several head sizes.
+"""Why divide by sqrt(d_k): one language model trained with and without the
+scale, at several head sizes.
 
-``python -m mixers.experiments.attention_scaling --profile cpu`` trains the same small
-character-level transformer with causal multi-head attention that scales its scores by
-``1/sqrt(d_head)`` (the token mixer ``"attention"``) and with the raw dot products as scores
-(``"attention_unscaled"``, ``scale=1``), at a few head sizes. ``d_model`` is fixed and ``d_head``
-varies through ``n_heads``, so every model has the same parameters; only the scale differs
-within a pair. It writes ``attention_scaling-PROFILE.json`` (to ``runs/``; ``--out book/results``
-for the chapter's): per run the loss curves, and, at initialisation and after training, per
-layer the standard deviation of the attention scores, the mean entropy of the attention weights
-and the norm of the gradient that reaches the query and key projections; plus the provenance of
-the whole experiment. Each (head size, scale) is one job of ``mixers.experiments.run_jobs``: the
-command line saves it as it finishes, a rerun resumes, and a run that diverges (the un-scaled
-arm at a large head size may) is recorded as such while the others carry on.
+``python -m mixers.experiments.attention_scaling --profile cpu`` trains the
+same small character-level transformer with causal multi-head attention that
+scales its scores by ``1/sqrt(d_head)`` (the token mixer ``"attention"``) and
+with the raw dot products as scores (``"attention_unscaled"``, ``scale=1``), at
+a few head sizes. ``d_model`` is fixed and ``d_head`` varies through
+``n_heads``, so every model has the same parameters; only the scale differs
+within a pair. It writes ``attention_scaling-PROFILE.json`` (to ``runs/``;
+``--out book/results`` for the chapter's): per run the loss curves, and, at
+initialisation and after training, per layer the standard deviation of the
+attention scores, the mean entropy of the attention weights and the norm of the
+gradient that reaches the query and key projections; plus the provenance of the
+whole experiment. Each (head size, scale) is one job of
+``mixers.experiments.run_jobs``: the command line saves it as it finishes, a
+rerun resumes, and a run that diverges (the un-scaled arm at a large head size
+may) is recorded as such while the others carry on.
 """
 
 from __future__ import annotations
@@ -22,37 +26,64 @@ from dataclasses import asdict, replace
 
 import torch
 
-from ..attention import MultiHeadAttention
+from ..attention import MultiHeadAttention, causal_mask
 from ..data import CharDataset, random_batch
 from ..model import LanguageModel
 from ..train import build_model, get_profile, run_profile
-from . import Experiment, cpu_threads, experiment_settings, first_provenance, main, run_jobs
+from . import (
+    Experiment,
+    cpu_threads,
+    experiment_settings,
+    first_provenance,
+    main,
+    run_jobs,
+)
 
 NAME = "attention_scaling"
-DURATIONS = {"smoke": "seconds", "cpu": "about 3 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
+DURATIONS = {
+    "smoke": "seconds",
+    "cpu": "about 3 minutes on a two-core CPU",
+    "gpu": "tens of minutes on one GPU",
+}
 
-# Small models on a CPU: one intra-op thread is about as fast as two on quiet cores, and far faster
-# on shared ones, where two OpenMP threads wait for each other. The provenance records the count.
+# Small models on a CPU: one intra-op thread is about as fast as two on quiet
+# cores, and far faster on shared ones, where two OpenMP threads wait for each
+# other. The provenance records the count.
 CPU_THREADS = 1
 
 
-# The scores' scale of each arm, ModelConfig.attention_scale: None is the package's default,
-# 1/sqrt(d_head); 1.0 leaves the raw dot products q·k.
+# The scores' scale of each arm, ModelConfig.attention_scale: None is the
+# package's default, 1/sqrt(d_head); 1.0 leaves the raw dot products q·k.
 ARMS = {"scaled": None, "unscaled": 1.0}
 
-# Per profile: the model (fields of ModelConfig, over the profile's own), the head sizes (d_model
-# is fixed, so d_head = d_model / n_heads) and the training (fields of TrainConfig).
+# Per profile: the model (fields of ModelConfig, over the profile's own), the
+# head sizes (d_model is fixed, so d_head = d_model / n_heads) and the training
+# (fields of TrainConfig).
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=64, n_layers=2, block_size=32),
         head_sizes=(16, 64),
-        train=dict(steps=40, batch_size=16, seq_len=32, warmup_steps=5, eval_interval=20, eval_batches=2),
+        train=dict(
+            steps=40,
+            batch_size=16,
+            seq_len=32,
+            warmup_steps=5,
+            eval_interval=20,
+            eval_batches=2,
+        ),
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=2, block_size=64),
         head_sizes=(16, 64, 128),
-        train=dict(steps=600, batch_size=32, seq_len=64, lr=2e-3, warmup_steps=50, eval_interval=50,
-                   eval_batches=10),
+        train=dict(
+            steps=600,
+            batch_size=32,
+            seq_len=64,
+            lr=2e-3,
+            warmup_steps=50,
+            eval_interval=50,
+            eval_batches=10,
+        ),
     ),
     "gpu": dict(
         model=dict(d_model=384, n_layers=6, block_size=256),
@@ -66,21 +97,33 @@ def _attention_layers(model: LanguageModel) -> list[MultiHeadAttention]:
     return [block.token_mixer for block in model.blocks]
 
 
-def diagnostics(model: LanguageModel, x: torch.Tensor, y: torch.Tensor) -> dict[str, list[float]]:
-    """Per layer, on the batch ``x`` (targets ``y``): what the scale does to attention.
+def diagnostics(
+    model: LanguageModel, x: torch.Tensor, y: torch.Tensor
+) -> dict[str, list[float]]:
+    """Per layer, on the batch ``x`` (targets ``y``): what the scale does to
+    attention.
 
-    - ``score_std``: standard deviation of the scaled scores ``q·k·scale`` over the causal entries;
-    - ``entropy``: mean entropy (nats) of each query's attention weights, and ``entropy_uniform``,
-      the mean of ``ln(i + 1)``, which is what uniform weights over the i + 1 visible keys give;
-    - ``max_weight``: the mean over queries of the largest weight (1 = one-hot);
-    - ``softmax_jacobian``: the mean over queries of the Frobenius norm of the softmax's Jacobian
-      ``diag(p) - p pᵀ``, the factor by which a gradient on the weights reaches the scores
-      (0 for one-hot weights);
-    - ``qk_grad_norm``: the norm of the loss's gradient with respect to ``W_q`` and ``W_k`` together.
+    - ``score_std``: standard deviation of the scaled scores ``q·k·scale`` over
+      the causal entries;
+    - ``entropy``: mean entropy (nats) of each query's attention weights, and
+      ``entropy_uniform``, the mean of ``ln(i + 1)``, which is what uniform
+      weights over the i + 1 visible keys give;
+    - ``max_weight``: the mean over queries of the largest weight (1 =
+      one-hot);
+    - ``softmax_jacobian``: the mean over queries of the Frobenius norm of the
+      softmax's Jacobian ``diag(p) - p pᵀ``, the factor by which a gradient on
+      the weights reaches the scores (0 for one-hot weights);
+    - ``qk_grad_norm``: the norm of the loss's gradient with respect to ``W_q``
+      and ``W_k`` together.
     """
     layers = _attention_layers(model)
     inputs: list[torch.Tensor] = []
-    hooks = [layer.register_forward_pre_hook(lambda _, args: inputs.append(args[0].detach())) for layer in layers]
+    hooks = [
+        layer.register_forward_pre_hook(
+            lambda _, args: inputs.append(args[0].detach())
+        )
+        for layer in layers
+    ]
     was_training = model.training
     model.eval()
     model.zero_grad(set_to_none=True)
@@ -90,61 +133,127 @@ def diagnostics(model: LanguageModel, x: torch.Tensor, y: torch.Tensor) -> dict[
     finally:
         for hook in hooks:
             hook.remove()
-    keys = ("score_std", "entropy", "entropy_uniform", "max_weight", "softmax_jacobian", "qk_grad_norm")
+    keys = (
+        "score_std",
+        "entropy",
+        "entropy_uniform",
+        "max_weight",
+        "softmax_jacobian",
+        "qk_grad_norm",
+    )
     out = {key: [] for key in keys}
     seq = x.shape[1]
-    visible = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
+    visible = causal_mask(seq, device=x.device)
     with torch.no_grad():
         for layer, h in zip(layers, inputs):
-            q = layer._split_heads(layer.q_proj(h))
-            k = layer._split_heads(layer.k_proj(h))
-            scale = layer.scale if layer.scale is not None else 1.0 / math.sqrt(layer.d_head)
-            scores = (q @ k.transpose(-2, -1)) * scale                 # [batch, heads, seq, seq]
-            _, weights = layer(h, need_weights=True)                   # [batch, heads, seq, seq]
-            plogp = torch.where(weights > 0, weights * weights.clamp_min(1e-30).log(), 0.0)
+            q = layer.split_heads(layer.q_proj(h))
+            k = layer.split_heads(layer.k_proj(h))
+            scale = (
+                layer.scale
+                if layer.scale is not None
+                else 1.0 / math.sqrt(layer.d_head)
+            )
+            scores = (
+                q @ k.transpose(-2, -1)
+            ) * scale  # [batch, heads, seq, seq]
+            # [batch, heads, seq, seq]
+            _, weights = layer(h, need_weights=True)
+            plogp = torch.where(
+                weights > 0, weights * weights.clamp_min(1e-30).log(), 0.0
+            )
             out["score_std"].append(scores[..., visible].std().item())
             out["entropy"].append(-plogp.sum(-1).mean().item())
-            out["entropy_uniform"].append(torch.arange(1, seq + 1, dtype=torch.float64).log().mean().item())
+            out["entropy_uniform"].append(
+                torch.arange(1, seq + 1, dtype=torch.float64)
+                .log()
+                .mean()
+                .item()
+            )
             out["max_weight"].append(weights.amax(-1).mean().item())
             # ||diag(p) - p pᵀ||_F² = Σ p² - 2 Σ p³ + (Σ p²)², per query.
             p2, p3 = weights.square().sum(-1), weights.pow(3).sum(-1)
-            out["softmax_jacobian"].append((p2 - 2 * p3 + p2.square()).clamp_min(0).sqrt().mean().item())
-            grads = [p.grad for p in (layer.q_proj.weight, layer.k_proj.weight)]
-            out["qk_grad_norm"].append(math.sqrt(sum(g.float().square().sum().item() for g in grads)))
+            out["softmax_jacobian"].append(
+                (p2 - 2 * p3 + p2.square()).clamp_min(0).sqrt().mean().item()
+            )
+            grads = [
+                p.grad for p in (layer.q_proj.weight, layer.k_proj.weight)
+            ]
+            out["qk_grad_norm"].append(
+                math.sqrt(sum(g.float().square().sum().item() for g in grads))
+            )
     model.zero_grad(set_to_none=True)
     model.train(was_training)
     return out
 
 
 def shared_settings(profile: str) -> dict:
-    """Everything the runs of ``profile`` share, as the results record it, with the validation batch
-    every run's diagnostics read (``probe``)."""
+    """Everything the runs of ``profile`` share, as the results record it, with
+    the validation batch every run's diagnostics read (``probe``)."""
     base, settings, model_settings = experiment_settings(profile, SETTINGS)
     train = asdict(replace(base.train, **settings["train"]))
     for d_head in settings["head_sizes"]:
         if model_settings["d_model"] % d_head:
-            raise ValueError(f"head size {d_head} does not divide d_model={model_settings['d_model']}")
-    return {"model": model_settings, "head_sizes": list(settings["head_sizes"]), "train": train,
-            "probe": {"split": "val", "batch_size": 8, "seq_len": train["seq_len"], "seed": 0}}
+            raise ValueError(
+                f"head size {d_head} does not divide"
+                f" d_model={model_settings['d_model']}"
+            )
+    return {
+        "model": model_settings,
+        "head_sizes": list(settings["head_sizes"]),
+        "train": train,
+        "probe": {
+            "split": "val",
+            "batch_size": 8,
+            "seq_len": train["seq_len"],
+            "seed": 0,
+        },
+    }
 
 
-def run_one(dataset: CharDataset, profile: str, settings: dict, d_head: int, scaled: bool,
-            progress: bool = False) -> dict:
-    """Train the model with heads of ``d_head`` and scaled (or raw) scores under ``settings``
-    (``shared_settings``); return its record, with the diagnostics before and after training."""
+def run_one(
+    dataset: CharDataset,
+    profile: str,
+    settings: dict,
+    d_head: int,
+    scaled: bool,
+    progress: bool = False,
+) -> dict:
+    """Train the model with heads of ``d_head`` and scaled (or raw) scores
+    under ``settings`` (``shared_settings``); return its record, with the
+    diagnostics before and after training.
+    """
     d_model = settings["model"]["d_model"]
-    overrides = {**settings["model"], "n_heads": d_model // d_head, "token_mixer": "attention",
-                 "attention_scale": ARMS["scaled" if scaled else "unscaled"]}
+    overrides = {
+        **settings["model"],
+        "n_heads": d_model // d_head,
+        "token_mixer": "attention",
+        "attention_scale": ARMS["scaled" if scaled else "unscaled"],
+    }
     label = f"d_head={d_head}, {'scaled' if scaled else 'unscaled'}"
     # One fixed validation batch for the diagnostics, the same for every run.
     probe = settings["probe"]
     generator = torch.Generator().manual_seed(probe["seed"])
-    x, y = random_batch(dataset.val, probe["batch_size"], probe["seq_len"], generator)
-    # run_profile seeds with the training seed before building, so this is its initial model.
+    x, y = random_batch(
+        dataset.val, probe["batch_size"], probe["seq_len"], generator
+    )
+    # run_profile seeds with the training seed before building, so this is its
+    # initial model.
     torch.manual_seed(settings["train"]["seed"])
-    initial = diagnostics(build_model(dataset.tokenizer.vocab_size, get_profile(profile), **overrides), x, y)
-    model, result = run_profile(dataset, profile, model_overrides=overrides, train_overrides=settings["train"],
-                                progress=progress, description=f"{NAME} {label}")
+    initial = diagnostics(
+        build_model(
+            dataset.tokenizer.vocab_size, get_profile(profile), **overrides
+        ),
+        x,
+        y,
+    )
+    model, result = run_profile(
+        dataset,
+        profile,
+        model_overrides=overrides,
+        train_overrides=settings["train"],
+        progress=progress,
+        description=f"{NAME} {label}",
+    )
     device = next(model.parameters()).device
     return {
         "label": label,
@@ -161,21 +270,42 @@ def run_one(dataset: CharDataset, profile: str, settings: dict, d_head: int, sca
 
 @cpu_threads(CPU_THREADS)
 def run(profile: str, progress: bool = True) -> dict:
-    """Train every (head size, scaled/un-scaled) pair under ``profile``; return the results."""
+    """Train every (head size, scaled/un-scaled) pair under ``profile``; return
+    the results."""
     start = time.perf_counter()
     dataset = CharDataset.shakespeare()
     settings = shared_settings(profile)
-    experiment = Experiment(NAME, profile, settings, ("d_head", "scaled"),
-                            [(d_head, arm == "scaled") for d_head in settings["head_sizes"] for arm in ARMS])
-    runs, resumed = run_jobs(experiment, lambda job: run_one(dataset, profile, settings, *job, progress=progress))
+    experiment = Experiment(
+        NAME,
+        profile,
+        settings,
+        ("d_head", "scaled"),
+        [
+            (d_head, arm == "scaled")
+            for d_head in settings["head_sizes"]
+            for arm in ARMS
+        ],
+    )
+    runs, resumed = run_jobs(
+        experiment,
+        lambda job: run_one(
+            dataset, profile, settings, *job, progress=progress
+        ),
+    )
     return {
         "experiment": NAME,
-        "model": f"causal attention + gelu, learned positions; d_model {settings['model']['d_model']}, "
-                 f"{settings['model']['n_layers']} layers; scaled (1/sqrt(d_head)) vs un-scaled (1) scores",
+        "model": (
+            "causal attention + gelu, learned positions; d_model"
+            f" {settings['model']['d_model']}, {settings['model']['n_layers']}"
+            " layers; scaled (1/sqrt(d_head)) vs un-scaled (1) scores"
+        ),
         "settings": settings,
         "runs": runs,
-        "provenance": {**first_provenance(runs, profile), "resumed_runs": resumed,
-                       "wall_time_s": time.perf_counter() - start},
+        "provenance": {
+            **first_provenance(runs, profile),
+            "resumed_runs": resumed,
+            "wall_time_s": time.perf_counter() - start,
+        },
     }
 
 

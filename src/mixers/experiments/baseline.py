@@ -1,16 +1,19 @@
-"""The baseline: a character-level transformer (causal attention + GELU feed-forward).
+"""The baseline: a character-level transformer (causal attention + GELU
+feed-forward).
 
-``python -m mixers.experiments.baseline --profile cpu`` trains it on Tiny Shakespeare and writes
-``baseline-cpu.json`` (to ``runs/``; ``--out book/results`` for the chapter's): the loss curves,
-the best validation loss in nats and bits per character, a text sample, and the provenance of
-the run.
+``python -m mixers.experiments.baseline --profile cpu`` trains it on Tiny
+Shakespeare and writes ``baseline-cpu.json`` (to ``runs/``; ``--out
+book/results`` for the chapter's): the loss curves, the best validation loss in
+nats and bits per character, a text sample, and the provenance of the run.
 
-It is one model, so it is one job of ``mixers.experiments.run_jobs``: nothing is saved halfway
-through its training (there is no checkpoint inside a run), so an interruption while it trains
-loses it and a rerun starts it again; once it has trained, been scored and sampled, it is saved
-(``baseline-PROFILE.partial.json``) before the results are written, and a rerun after an
-interruption there resumes it without training again. A run whose loss turns NaN raises
-``TrainingDiverged``: with no other run to keep, there is nothing to write.
+It is one model, so it is one job of ``mixers.experiments.run_jobs``: nothing
+is saved halfway through its training (there is no checkpoint inside a run), so
+an interruption while it trains loses it and a rerun starts it again; once it
+has trained, been scored and sampled, it is saved
+(``baseline-PROFILE.partial.json``) before the results are written, and a rerun
+after an interruption there resumes it without training again. A run whose loss
+turns NaN raises ``TrainingDiverged``: with no other run to keep, there is
+nothing to write.
 """
 
 from __future__ import annotations
@@ -20,42 +23,80 @@ import time
 from dataclasses import asdict
 
 from ..data import CharDataset
-from ..train import Profile, TrainingDiverged, evaluate_sequential, get_profile, run_profile, sample
+from ..train import (
+    Profile,
+    TrainingDiverged,
+    evaluate_sequential,
+    get_profile,
+    run_profile,
+    sample,
+)
 from . import Experiment, main, run_jobs
 
 NAME = "baseline"
-DURATIONS = {"smoke": "seconds", "cpu": "about 5 minutes on two CPU cores", "gpu": "minutes on one GPU"}
+DURATIONS = {
+    "smoke": "seconds",
+    "cpu": "about 5 minutes on two CPU cores",
+    "gpu": "minutes on one GPU",
+}
 
 
-def run_one(dataset: CharDataset, base: Profile, progress: bool = False) -> dict:
-    """Train the baseline under ``base``, score it on the whole validation split and sample it."""
-    model, result = run_profile(dataset, base, progress=progress, description=NAME)
-    full_val = evaluate_sequential(model, dataset.val, result.train_config["seq_len"],
-                                   amp=result.train_config["amp"], cpu_amp=result.train_config["cpu_amp"])
+def run_one(
+    dataset: CharDataset, base: Profile, progress: bool = False
+) -> dict:
+    """Train the baseline under ``base``, score it on the whole validation
+    split and sample it."""
+    model, result = run_profile(
+        dataset, base, progress=progress, description=NAME
+    )
+    full_val = evaluate_sequential(
+        model,
+        dataset.val,
+        result.train_config["seq_len"],
+        amp=result.train_config["amp"],
+        cpu_amp=result.train_config["cpu_amp"],
+    )
     return {
         "result": result.to_dict(),
         "full_val_loss": full_val,
         "full_val_bpc": full_val / math.log(2),
-        "sample": sample(model, dataset, prompt="ROMEO:\n", max_new_tokens=400),
+        "sample": sample(
+            model, dataset, prompt="ROMEO:\n", max_new_tokens=400
+        ),
     }
 
 
 def run(profile: str, progress: bool = True) -> dict:
-    """Train the baseline under ``profile``; return its results with provenance."""
+    """Train the baseline under ``profile``; return its results with
+    provenance."""
     start = time.perf_counter()
     base = get_profile(profile)
     dataset = CharDataset.shakespeare()
     # The one job is the whole run: no fields name it.
-    experiment = Experiment(NAME, profile, {"model": base.model, "train": asdict(base.train)}, (), [()])
-    (record,), resumed = run_jobs(experiment, lambda job: run_one(dataset, base, progress=progress))
+    experiment = Experiment(
+        NAME,
+        profile,
+        {"model": base.model, "train": asdict(base.train)},
+        (),
+        [()],
+    )
+    (record,), resumed = run_jobs(
+        experiment, lambda job: run_one(dataset, base, progress=progress)
+    )
     if record["diverged"]:
         raise TrainingDiverged(record["error"])
     return {
         "experiment": NAME,
         "model": "attention + gelu, learned positions",
-        **{key: record[key] for key in ("result", "full_val_loss", "full_val_bpc", "sample")},
-        "provenance": {**record["result"]["provenance"], "resumed_runs": resumed,
-                       "wall_time_s": time.perf_counter() - start},
+        **{
+            key: record[key]
+            for key in ("result", "full_val_loss", "full_val_bpc", "sample")
+        },
+        "provenance": {
+            **record["result"]["provenance"],
+            "resumed_runs": resumed,
+            "wall_time_s": time.perf_counter() - start,
+        },
     }
 
 

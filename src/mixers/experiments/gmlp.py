@@ -1,25 +1,32 @@
-"""gMLP, aMLP and the transformer at equal parameters, and what the Spatial Gating Unit learns.
+"""gMLP, aMLP and the transformer at equal parameters, and what the Spatial
+Gating Unit learns.
 
-``python -m mixers.experiments.gmlp --profile cpu`` trains three character-level language
-models of the same depth, width and (to within 0.1%) parameter count on the same data, from
-the same seed, for the same steps:
+``python -m mixers.experiments.gmlp --profile cpu`` trains three
+character-level language models of the same depth, width and (to within 0.1%)
+parameter count on the same data, from the same seed, for the same steps:
 
-* ``transformer``: causal multi-head attention + GELU feed-forward, learned positions;
-* ``gmlp``: gMLP blocks (Spatial Gating Unit, no attention), no position embeddings;
-* ``amlp``: gMLP blocks with a tiny single-head attention in the gate, no position embeddings.
+* ``transformer``: causal multi-head attention + GELU feed-forward, learned
+  positions;
+* ``gmlp``: gMLP blocks (Spatial Gating Unit, no attention), no position
+  embeddings;
+* ``amlp``: gMLP blocks with a tiny single-head attention in the gate, no
+  position embeddings.
 
-gMLP's block replaces both sub-layers of a transformer block, so the gMLP models are paired
-with the channel mixer ``"none"``; their ``d_ffn`` is chosen so that a block has as many
-parameters as a transformer block. As in the paper, the gMLP models use no position
-embeddings: W is position-specific, so it already knows where each token is.
+gMLP's block replaces both sub-layers of a transformer block, so the gMLP
+models are paired with the channel mixer ``"none"``; their ``d_ffn`` is chosen
+so that a block has as many parameters as a transformer block. As in the paper,
+the gMLP models use no position embeddings: W is position-specific, so it
+already knows where each token is.
 
-It writes ``gmlp-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the chapter's): per
-model the loss curves, best validation loss, loss over the whole validation split, tokens per
-second, parameter count and a text sample; and for the two gMLP models the causal spatial
-weights W of every layer at a few training steps (its lower triangle, 4 significant digits;
-``weight_from_rows`` rebuilds it), with how Toeplitz each one is (``toeplitz_score``) and the
-mean of each of its diagonals. Each model is one job of ``mixers.experiments.run_jobs``: the
-command line saves it as it finishes, and a rerun resumes from the models already trained.
+It writes ``gmlp-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the
+chapter's): per model the loss curves, best validation loss, loss over the
+whole validation split, tokens per second, parameter count and a text sample;
+and for the two gMLP models the causal spatial weights W of every layer at a
+few training steps (its lower triangle, 4 significant digits;
+``weight_from_rows`` rebuilds it), with how Toeplitz each one is
+(``toeplitz_score``) and the mean of each of its diagonals. Each model is one
+job of ``mixers.experiments.run_jobs``: the command line saves it as it
+finishes, and a rerun resumes from the models already trained.
 """
 
 from __future__ import annotations
@@ -31,84 +38,156 @@ from dataclasses import asdict, replace
 import torch
 
 from ..data import CharDataset
-from ..gmlp import SpatialGatingUnit, diagonal_means, gmlp_param_count, toeplitz_score
-from ..train import StepInfo, build_model, evaluate_sequential, run_profile, sample
-from . import Experiment, cpu_threads, experiment_settings, first_provenance, main, run_jobs
+from ..gmlp import (
+    SpatialGatingUnit,
+    diagonal_means,
+    gmlp_param_count,
+    toeplitz_score,
+)
+from ..train import (
+    StepInfo,
+    build_model,
+    evaluate_sequential,
+    run_profile,
+    sample,
+)
+from . import (
+    Experiment,
+    cpu_threads,
+    experiment_settings,
+    first_provenance,
+    main,
+    run_jobs,
+)
 
 NAME = "gmlp"
-DURATIONS = {"smoke": "seconds", "cpu": "about 6 minutes on a two-core CPU", "gpu": "tens of minutes on one GPU"}
+DURATIONS = {
+    "smoke": "seconds",
+    "cpu": "about 6 minutes on a two-core CPU",
+    "gpu": "tens of minutes on one GPU",
+}
 
-# Small models on a shared CPU: one intra-op thread is about as fast as two and far more
-# predictable (see experiments/attention_scaling.py). The provenance records the thread count.
+# Small models on a shared CPU: one intra-op thread is about as fast as two and
+# far more predictable (see experiments/attention_scaling.py). The provenance
+# records the thread count.
 CPU_THREADS = 1
 
 
-# The three arms: fields of ModelConfig over the profile's. The gMLP arms take d_ffn from
-# ModelConfig.d_ff, filled in by `matched_d_ffn` to match the transformer's parameters; they
-# bring their own positions (W) and channel mixing, so ModelConfig derives positions="none" and
-# channel_mixer="none" for them.
+# The three arms: fields of ModelConfig over the profile's. The gMLP arms take
+# d_ffn from ModelConfig.d_ff, filled in by `matched_d_ffn` to match the
+# transformer's parameters; they bring their own positions (W) and channel
+# mixing, so ModelConfig derives positions="none" and channel_mixer="none" for
+# them.
 ARMS = {
-    "transformer": dict(token_mixer="attention", channel_mixer="gelu", positions="learned"),
+    "transformer": dict(
+        token_mixer="attention", channel_mixer="gelu", positions="learned"
+    ),
     "gmlp": dict(token_mixer="gmlp"),
     "amlp": dict(token_mixer="amlp"),
 }
 TINY_ATTENTION = {"gmlp": False, "amlp": True}
 
-# Per profile: the model (ModelConfig fields over the profile's), the training (TrainConfig
-# fields over the profile's), the steps at which every layer's W is saved (0 = initialisation;
-# the last step is added), how many windows of the validation split the full-split loss reads
-# (None = all) and the length of each model's text sample.
+# Per profile: the model (ModelConfig fields over the profile's), the training
+# (TrainConfig fields over the profile's), the steps at which every layer's W
+# is saved (0 = initialisation; the last step is added), how many windows of
+# the validation split the full-split loss reads (None = all) and the length of
+# each model's text sample.
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=64, n_layers=2, n_heads=4, block_size=32),
-        train=dict(steps=60, batch_size=16, seq_len=32, lr=3e-3, warmup_steps=10, eval_interval=20,
-                   eval_batches=4),
+        train=dict(
+            steps=60,
+            batch_size=16,
+            seq_len=32,
+            lr=3e-3,
+            warmup_steps=10,
+            eval_interval=20,
+            eval_batches=4,
+        ),
         snapshot_steps=(0, 20),
-        full_val_windows=64, sample_tokens=100,
+        full_val_windows=64,
+        sample_tokens=100,
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=4, n_heads=4, block_size=64),
-        train=dict(steps=1200, batch_size=32, seq_len=64, lr=2e-3, warmup_steps=100, eval_interval=100,
-                   eval_batches=10),
+        train=dict(
+            steps=1200,
+            batch_size=32,
+            seq_len=64,
+            lr=2e-3,
+            warmup_steps=100,
+            eval_interval=100,
+            eval_batches=10,
+        ),
         snapshot_steps=(0, 100, 300, 600),
-        full_val_windows=None, sample_tokens=300,
+        full_val_windows=None,
+        sample_tokens=300,
     ),
     # Not run for the book (no GPU was available).
     "gpu": dict(
         model=dict(d_model=384, n_layers=6, n_heads=6, block_size=256),
         train=dict(steps=5000, eval_interval=250),
         snapshot_steps=(0, 250, 1000, 2500),
-        full_val_windows=None, sample_tokens=300,
+        full_val_windows=None,
+        sample_tokens=300,
     ),
 }
 
 
-def matched_d_ffn(target: int, d_model: int, seq_len: int, tiny_attention: bool = False, d_attn: int = 64) -> int:
-    """The even d_ffn whose gMLP block (norm included) has the parameter count closest to ``target``.
+def matched_d_ffn(
+    target: int,
+    d_model: int,
+    seq_len: int,
+    tiny_attention: bool = False,
+    d_attn: int = 64,
+) -> int:
+    """The even d_ffn whose gMLP block (norm included) has the parameter count
+    closest to ``target``.
 
-    A block's count grows linearly in d_ffn (``gmlp_param_count``): 1.5·d_model + 2 per unit of
-    d_ffn, plus d_attn/2 + 1/2 with tiny attention; so the best d_ffn is found by rounding.
+    A block's count grows linearly in d_ffn (``gmlp_param_count``): 1.5·d_model
+    + 2 per unit of d_ffn, plus d_attn/2 + 1/2 with tiny attention; so the best
+    d_ffn is found by rounding.
     """
     base = gmlp_param_count(d_model, 2, seq_len, tiny_attention, d_attn)
-    slope = (gmlp_param_count(d_model, 4, seq_len, tiny_attention, d_attn) - base) / 2
+    slope = (
+        gmlp_param_count(d_model, 4, seq_len, tiny_attention, d_attn) - base
+    ) / 2
     estimate = 2 + (target - base) / slope
-    candidates = {max(2, 2 * math.floor(estimate / 2)), max(2, 2 * math.ceil(estimate / 2))}
-    return min(sorted(candidates), key=lambda d: abs(gmlp_param_count(d_model, d, seq_len, tiny_attention, d_attn) - target))
+    candidates = {
+        max(2, 2 * math.floor(estimate / 2)),
+        max(2, 2 * math.ceil(estimate / 2)),
+    }
+    return min(
+        sorted(candidates),
+        key=lambda d: abs(
+            gmlp_param_count(d_model, d, seq_len, tiny_attention, d_attn)
+            - target
+        ),
+    )
 
 
 def _lower_rows(matrix: torch.Tensor, digits: int = 4) -> list[list[float]]:
-    """A causal W [n, n] as its lower-triangle rows (row i: W[i, 0..i]), ``digits`` significant digits.
+    """A causal W [n, n] as its lower-triangle rows (row i: W[i, 0..i]),
+    ``digits`` significant digits.
 
-    The upper triangle of a causal W is zero by construction; leaving it out halves the JSON.
+    The upper triangle of a causal W is zero by construction; leaving it out
+    halves the JSON.
     """
-    return [[float(f"{v:.{digits}g}") for v in row[: i + 1]] for i, row in enumerate(matrix.tolist())]
+    return [
+        [float(f"{v:.{digits}g}") for v in row[: i + 1]]
+        for i, row in enumerate(matrix.tolist())
+    ]
 
 
 def weight_from_rows(rows: list[list[float]]) -> torch.Tensor:
-    """The causal W [n, n] (zeros above the diagonal) from its saved lower-triangle rows."""
+    """The causal W [n, n] (zeros above the diagonal) from its saved
+    lower-triangle rows."""
     n = len(rows)
     if any(len(row) != i + 1 for i, row in enumerate(rows)):
-        raise ValueError("rows must be the lower-triangle rows of a square matrix: row i has i + 1 values")
+        raise ValueError(
+            "rows must be the lower-triangle rows of a square matrix: row i"
+            " has i + 1 values"
+        )
     weight = torch.zeros(n, n)
     for i, row in enumerate(rows):
         weight[i, : i + 1] = torch.tensor(row)
@@ -116,13 +195,15 @@ def weight_from_rows(rows: list[list[float]]) -> torch.Tensor:
 
 
 class SpatialWeightRecorder:
-    """Saves every Spatial Gating Unit's effective W at given training steps: ``train``'s callback.
+    """Saves every Spatial Gating Unit's effective W at given training steps:
+    ``train``'s callback.
 
-    Called with ``StepInfo(step, model, ...)`` before the first step (step 0, the initialisation)
-    and after every optimizer step, it keeps, at each of ``steps``, the W of every
-    ``SpatialGatingUnit`` in the model, in layer order: ``snapshots[step]`` is a list of
-    ``[seq_len, seq_len]`` float32 CPU tensors, one per layer. It reads the weights between steps,
-    outside the forward pass, so it works whether the model is compiled or not.
+    Called with ``StepInfo(step, model, ...)`` before the first step (step 0,
+    the initialisation) and after every optimizer step, it keeps, at each of
+    ``steps``, the W of every ``SpatialGatingUnit`` in the model, in layer
+    order: ``snapshots[step]`` is a list of ``[seq_len, seq_len]`` float32 CPU
+    tensors, one per layer. It reads the weights between steps, outside the
+    forward pass, so it works whether the model is compiled or not.
     """
 
     def __init__(self, steps):
@@ -131,60 +212,124 @@ class SpatialWeightRecorder:
 
     def __call__(self, info: StepInfo) -> None:
         if info.step in self.steps:
-            units = [m for m in info.model.modules() if isinstance(m, SpatialGatingUnit)]
+            units = [
+                m
+                for m in info.model.modules()
+                if isinstance(m, SpatialGatingUnit)
+            ]
             with torch.no_grad():
-                self.snapshots[info.step] = [unit.spatial_weight().float().cpu().clone() for unit in units]
+                self.snapshots[info.step] = [
+                    unit.spatial_weight().float().cpu().clone()
+                    for unit in units
+                ]
 
 
 def shared_settings(profile: str, vocab_size: int) -> dict:
-    """Everything the three runs of ``profile`` share, as the results record it, with each arm's
-    model (``arms``: ModelConfig fields over the profile's, with its matched ``d_ff``)."""
+    """Everything the three runs of ``profile`` share, as the results record
+    it, with each arm's model (``arms``: ModelConfig fields over the profile's,
+    with its matched ``d_ff``).
+    """
     base, settings, model_settings = experiment_settings(profile, SETTINGS)
-    d_model, block_size = model_settings["d_model"], model_settings["block_size"]
-    # The transformer's block sets the parameter budget; each gMLP arm gets the d_ffn that matches it.
-    transformer = build_model(vocab_size, base, **settings["model"], **ARMS["transformer"])
+    d_model, block_size = (
+        model_settings["d_model"],
+        model_settings["block_size"],
+    )
+    # The transformer's block sets the parameter budget; each gMLP arm gets the
+    # d_ffn that matches it.
+    transformer = build_model(
+        vocab_size, base, **settings["model"], **ARMS["transformer"]
+    )
     block_budget = sum(p.numel() for p in transformer.blocks[0].parameters())
     arms = {"transformer": {**settings["model"], **ARMS["transformer"]}}
     for name, tiny in TINY_ATTENTION.items():
-        arms[name] = {**settings["model"], **ARMS[name], "d_ff": matched_d_ffn(block_budget, d_model, block_size, tiny)}
+        arms[name] = {
+            **settings["model"],
+            **ARMS[name],
+            "d_ff": matched_d_ffn(block_budget, d_model, block_size, tiny),
+        }
     train = asdict(replace(base.train, **settings["train"]))
-    return {"model": model_settings, "train": train,
-            "snapshot_steps": sorted(set(settings["snapshot_steps"]) | {train["steps"]}),
-            "full_val_windows": settings["full_val_windows"], "threads": torch.get_num_threads(),
-            "block_budget": block_budget, "arms": arms, "sample_tokens": settings["sample_tokens"]}
+    return {
+        "model": model_settings,
+        "train": train,
+        "snapshot_steps": sorted(
+            set(settings["snapshot_steps"]) | {train["steps"]}
+        ),
+        "full_val_windows": settings["full_val_windows"],
+        "threads": torch.get_num_threads(),
+        "block_budget": block_budget,
+        "arms": arms,
+        "sample_tokens": settings["sample_tokens"],
+    }
 
 
 def _spatial_weights(recorder: SpatialWeightRecorder) -> dict:
-    """What the results keep of the W that ``recorder`` saved: per step and layer, W, its Toeplitz
-    score and its diagonal means."""
+    """What the results keep of the W that ``recorder`` saved: per step and
+    layer, W, its Toeplitz score and its diagonal means."""
     snapshots = dict(sorted(recorder.snapshots.items()))
     return {
         "steps": list(snapshots),
         # W[step index][layer]: lower-triangle rows, see weight_from_rows
-        "weights": [[_lower_rows(w) for w in layers] for layers in snapshots.values()],
-        "toeplitz_score": [[toeplitz_score(w) for w in layers] for layers in snapshots.values()],
-        "diagonal_means": [[[float(f"{m:.4g}") for m in diagonal_means(w).tolist()] for w in layers]
-                           for layers in snapshots.values()],
+        "weights": [
+            [_lower_rows(w) for w in layers] for layers in snapshots.values()
+        ],
+        "toeplitz_score": [
+            [toeplitz_score(w) for w in layers]
+            for layers in snapshots.values()
+        ],
+        "diagonal_means": [
+            [
+                [float(f"{m:.4g}") for m in diagonal_means(w).tolist()]
+                for w in layers
+            ]
+            for layers in snapshots.values()
+        ],
     }
 
 
-def run_one(dataset: CharDataset, profile: str, settings: dict, label: str, progress: bool = False) -> dict:
-    """Train the arm ``label`` under ``settings`` (``shared_settings``); return its entry."""
+def run_one(
+    dataset: CharDataset,
+    profile: str,
+    settings: dict,
+    label: str,
+    progress: bool = False,
+) -> dict:
+    """Train the arm ``label`` under ``settings`` (``shared_settings``); return
+    its entry."""
     overrides = settings["arms"][label]
-    recorder = SpatialWeightRecorder(settings["snapshot_steps"] if label in TINY_ATTENTION else ())
-    model, result = run_profile(dataset, profile, model_overrides=overrides, train_overrides=settings["train"],
-                                progress=progress, description=f"{NAME} {label}", callback=recorder)
-    full_val = evaluate_sequential(model, dataset.val, result.train_config["seq_len"],
-                                   max_windows=settings["full_val_windows"])
+    recorder = SpatialWeightRecorder(
+        settings["snapshot_steps"] if label in TINY_ATTENTION else ()
+    )
+    model, result = run_profile(
+        dataset,
+        profile,
+        model_overrides=overrides,
+        train_overrides=settings["train"],
+        progress=progress,
+        description=f"{NAME} {label}",
+        callback=recorder,
+    )
+    full_val = evaluate_sequential(
+        model,
+        dataset.val,
+        result.train_config["seq_len"],
+        max_windows=settings["full_val_windows"],
+    )
     entry = {
         "label": label,
         "model_overrides": overrides,
         "d_ffn": overrides.get("d_ff"),
-        "block_parameters": sum(p.numel() for p in model.blocks[0].parameters()),
+        "block_parameters": sum(
+            p.numel() for p in model.blocks[0].parameters()
+        ),
         "result": result.to_dict(),
         "full_val_loss": full_val,
         "full_val_bpc": full_val / math.log(2),
-        "sample": sample(model, dataset, prompt="ROMEO:\n", max_new_tokens=settings["sample_tokens"]),
+        "sample": sample(
+            model,
+            dataset,
+            prompt="ROMEO:\n",
+            max_new_tokens=settings["sample_tokens"],
+        ),
     }
     if label in TINY_ATTENTION:
         entry["spatial_weights"] = _spatial_weights(recorder)
@@ -193,22 +338,40 @@ def run_one(dataset: CharDataset, profile: str, settings: dict, label: str, prog
 
 @cpu_threads(CPU_THREADS)
 def run(profile: str, progress: bool = True) -> dict:
-    """Train the three arms under ``profile``; return their results with provenance."""
+    """Train the three arms under ``profile``; return their results with
+    provenance."""
     start = time.perf_counter()
     dataset = CharDataset.shakespeare()
     settings = shared_settings(profile, dataset.tokenizer.vocab_size)
-    experiment = Experiment(NAME, profile, settings, ("label",), [(name,) for name in settings["arms"]])
-    records, resumed = run_jobs(experiment, lambda job: run_one(dataset, profile, settings, *job, progress=progress))
+    experiment = Experiment(
+        NAME,
+        profile,
+        settings,
+        ("label",),
+        [(name,) for name in settings["arms"]],
+    )
+    records, resumed = run_jobs(
+        experiment,
+        lambda job: run_one(
+            dataset, profile, settings, *job, progress=progress
+        ),
+    )
     model = settings["model"]
     return {
         "experiment": NAME,
-        "model": (f"{model['n_layers']} layers, d_model {model['d_model']}, context {model['block_size']}: "
-                  f"transformer (attention + gelu, learned positions) vs gMLP and aMLP (channel mixer none, no "
-                  f"positions), d_ffn matched to the transformer's parameters per block"),
+        "model": (
+            f"{model['n_layers']} layers, d_model {model['d_model']}, context"
+            f" {model['block_size']}: transformer (attention + gelu, learned"
+            " positions) vs gMLP and aMLP (channel mixer none, no positions),"
+            " d_ffn matched to the transformer's parameters per block"
+        ),
         "settings": settings,
         "runs": {record["label"]: record for record in records},
-        "provenance": {**first_provenance(records, profile), "resumed_runs": resumed,
-                       "wall_time_s": time.perf_counter() - start},
+        "provenance": {
+            **first_provenance(records, profile),
+            "resumed_runs": resumed,
+            "wall_time_s": time.perf_counter() - start,
+        },
     }
 
 

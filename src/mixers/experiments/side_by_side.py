@@ -1,55 +1,69 @@
-"""The mixers side by side: every token mixer × channel mixer pair on one harness, at equal parameters.
+"""The mixers side by side: every token mixer × channel mixer pair on one
+harness, at equal parameters.
 
-``python -m mixers.experiments.side_by_side --profile cpu`` trains one small character-level
-language model per pair of ``PAIRS``, changing only its blocks:
+``python -m mixers.experiments.side_by_side --profile cpu`` trains one small
+character-level language model per pair of ``PAIRS``, changing only its blocks:
 
-======================  =============  =============  ========================================
-pair                    token mixer    channel mixer  positions
-======================  =============  =============  ========================================
-``attention+gelu``      ``attention``  ``gelu``       a learned table (the classic transformer)
-``attention+swiglu``    ``attention``  ``swiglu``     a learned table
-``rotary+gelu``         ``rotary``     ``gelu``       rotary, inside attention
-``rotary+swiglu``       ``rotary``     ``swiglu``     rotary, inside attention
-``alibi+gelu``          ``alibi``      ``gelu``       ALiBi biases, inside attention
-``alibi+swiglu``        ``alibi``      ``swiglu``     ALiBi biases, inside attention
-``gmlp``                ``gmlp``       ``none``       the Spatial Gating Unit's W
-``amlp``                ``amlp``       ``none``       W, and a tiny attention in the gate
-======================  =============  =============  ========================================
+====================  =============  =============  ===========================
+pair                  token mixer    channel mixer  positions
+====================  =============  =============  ===========================
+``attention+gelu``    ``attention``  ``gelu``       a learned table (the
+                                                    classic transformer)
+``attention+swiglu``  ``attention``  ``swiglu``     a learned table
+``rotary+gelu``       ``rotary``     ``gelu``       rotary, inside attention
+``rotary+swiglu``     ``rotary``     ``swiglu``     rotary, inside attention
+``alibi+gelu``        ``alibi``      ``gelu``       ALiBi biases, inside
+                                                    attention
+``alibi+swiglu``      ``alibi``      ``swiglu``     ALiBi biases, inside
+                                                    attention
+``gmlp``              ``gmlp``       ``none``       the Spatial Gating Unit's W
+``amlp``              ``amlp``       ``none``       W, and a tiny attention in
+                                                    the gate
+====================  =============  =============  ===========================
 
-GELU and SwiGLU stand for the ungated and the gated feed-forwards (the GLU chapter compares all
-eight); gMLP and aMLP mix channels themselves. Any other registered pair can be asked for by
-label, ``"TOKEN_MIXER+CHANNEL_MIXER"`` (``parse_pair``).
+GELU and SwiGLU stand for the ungated and the gated feed-forwards (the GLU
+chapter compares all eight); gMLP and aMLP mix channels themselves. Any other
+registered pair can be asked for by label, ``"TOKEN_MIXER+CHANNEL_MIXER"``
+(``parse_pair``).
 
 Like for like:
 
-* **parameters**: the reference pair (``attention+gelu``, ``d_ff = 4·d_model``) sets the target
-  count of the whole model; every other pair gets the hidden size (``d_ff``, or gMLP's ``d_ffn``)
-  that brings its whole model closest to it (``matched_d_ff``), and must land within
-  ``PARAMETER_TOLERANCE`` (±2 %) of it, or the run refuses to start. (``d_ff`` is
-  ``ModelConfig.d_ff``; a gated FFN builds 2/3 of it, and each pair records the width it built
-  as ``hidden_size``.) Embeddings, positions and W all count: they are what each model pays for;
-* **data and steps**: the same token budget (steps × batch × length) for every run, and for a
-  given seed the same initial seed and the same batches in the same order (``TrainConfig.seed``);
-* **learning rate**: the same schedule (warm-up, cosine decay) at each of three peak learning
-  rates (``lrs``) for every pair, so that no block is judged at a learning rate tuned for another;
-  the summary reports each pair at *its* best learning rate, chosen on the mean best validation
-  loss over the seeds (the same numbers it then reports: a small optimistic bias, the same for
-  every pair; ``best_lr_at_edge`` flags a pair whose best rate is the smallest or largest tried).
+* **parameters**: the reference pair (``attention+gelu``, ``d_ff = 4·d_model``)
+  sets the target count of the whole model; every other pair gets the hidden
+  size (``d_ff``, or gMLP's ``d_ffn``) that brings its whole model closest to
+  it (``matched_d_ff``), and must land within ``PARAMETER_TOLERANCE`` (±2 %) of
+  it, or the run refuses to start. (``d_ff`` is ``ModelConfig.d_ff``; a gated
+  FFN builds 2/3 of it, and each pair records the width it built as
+  ``hidden_size``.) Embeddings, positions and W all count: they are what each
+  model pays for;
+* **data and steps**: the same token budget (steps × batch × length) for every
+  run, and for a given seed the same initial seed and the same batches in the
+  same order (``TrainConfig.seed``);
+* **learning rate**: the same schedule (warm-up, cosine decay) at each of three
+  peak learning rates (``lrs``) for every pair, so that no block is judged at a
+  learning rate tuned for another; the summary reports each pair at *its* best
+  learning rate, chosen on the mean best validation loss over the seeds (the
+  same numbers it then reports: a small optimistic bias, the same for every
+  pair; ``best_lr_at_edge`` flags a pair whose best rate is the smallest or
+  largest tried).
 
-Per run it records the best validation loss, the training throughput (tokens per second of the
-training steps alone), the peak memory of one training step (``train_step_peak_memory``) and
-the loss at 1, 2 and 4 times the training length (``evaluate_lengths``): learned positions and
-gMLP's W have exactly ``block_size`` rows, so those models cannot read a longer sequence, and
-their loss there is ``None`` with the model's own error message, not a number. A summary per
-pair gives mean, standard deviation, minimum and maximum over the seeds at the pair's best
-learning rate.
+Per run it records the best validation loss, the training throughput (tokens
+per second of the training steps alone), the peak memory of one training step
+(``train_step_peak_memory``) and the loss at 1, 2 and 4 times the training
+length (``evaluate_lengths``): learned positions and gMLP's W have exactly
+``block_size`` rows, so those models cannot read a longer sequence, and their
+loss there is ``None`` with the model's own error message, not a number. A
+summary per pair gives mean, standard deviation, minimum and maximum over the
+seeds at the pair's best learning rate.
 
-Long runs survive interruption, as every experiment's do (``mixers.experiments.run_jobs``): the
-command line saves every finished (pair, learning rate, seed) at once to
-``side_by_side-PROFILE.partial.json``, atomically. A rerun with the same settings resumes from it
-and says so ("resuming: N of M runs already done"); a rerun with other settings refuses to mix
-them (``SettingsMismatch``, naming each difference) unless told to start afresh (``--fresh``). At
-the end it writes ``side_by_side-PROFILE.json`` and removes the partial file.
+Long runs survive interruption, as every experiment's do
+(``mixers.experiments.run_jobs``): the command line saves every finished (pair,
+learning rate, seed) at once to ``side_by_side-PROFILE.partial.json``,
+atomically. A rerun with the same settings resumes from it and says so
+("resuming: N of M runs already done"); a rerun with other settings refuses to
+mix them (``SettingsMismatch``, naming each difference) unless told to start
+afresh (``--fresh``). At the end it writes ``side_by_side-PROFILE.json`` and
+removes the partial file.
 """
 
 from __future__ import annotations
@@ -66,52 +80,112 @@ from ..bench import peak_memory
 from ..data import CharDataset, random_batch
 from ..model import CHANNEL_MIXERS, TOKEN_MIXERS, LanguageModel, ModelConfig
 from ..results import provenance, to_json
-from ..train import PROFILES, autocast_dtype, default_device, evaluate_sequential, precision_name, run_profile
-from . import Experiment, cpu_threads, evaluation_windows, experiment_settings, main, run_jobs
+from ..train import (
+    PROFILES,
+    autocast_dtype,
+    default_device,
+    precision_name,
+    run_profile,
+)
+from . import (
+    Experiment,
+    cpu_threads,
+    evaluate_lengths,
+    experiment_settings,
+    main,
+    run_jobs,
+)
 
 NAME = "side_by_side"
-DURATIONS = {"smoke": "seconds",
-             "cpu": "about 25 minutes on one CPU thread (48 runs of 600 steps, ~30 s each)",
-             "gpu": "two to three hours on one GPU (72 runs of 2,500 steps)"}
+DURATIONS = {
+    "smoke": "seconds",
+    "cpu": (
+        "about 25 minutes on one CPU thread (48 runs of 600 steps, ~30 s each)"
+    ),
+    "gpu": "two to three hours on one GPU (72 runs of 2,500 steps)",
+}
 
-# One intra-op thread per run, as in the other experiments: for models this small a second
-# thread hardly helps on quiet cores and slows everything down on shared ones.
+# One intra-op thread per run, as in the other experiments: for models this
+# small a second thread hardly helps on quiet cores and slows everything down
+# on shared ones.
 CPU_THREADS = 1
 
-#: The pairs trained by default, as "TOKEN_MIXER+CHANNEL_MIXER" (a block that mixes channels
-#: itself is named by its token mixer alone).
-PAIRS = ("attention+gelu", "attention+swiglu", "rotary+gelu", "rotary+swiglu", "alibi+gelu", "alibi+swiglu",
-         "gmlp", "amlp")
-#: The pair whose whole model, at d_ff = 4·d_model, sets the parameter target of every pair.
+#: The pairs trained by default, as "TOKEN_MIXER+CHANNEL_MIXER" (a block that
+#: mixes channels itself is named by its token mixer alone).
+PAIRS = (
+    "attention+gelu",
+    "attention+swiglu",
+    "rotary+gelu",
+    "rotary+swiglu",
+    "alibi+gelu",
+    "alibi+swiglu",
+    "gmlp",
+    "amlp",
+)
+#: The pair whose whole model, at d_ff = 4·d_model, sets the parameter target
+#: of every pair.
 REFERENCE_PAIR = "attention+gelu"
 #: How far (relative) a pair's parameter count may lie from the target.
 PARAMETER_TOLERANCE = 0.02
 
-# Per profile: the model (ModelConfig fields; the pair adds token_mixer, channel_mixer and d_ff),
-# the training (every TrainConfig field but lr and seed, spelled out so that a change of the
-# shared profiles does not silently change this experiment), the peak learning rates swept, the
-# seeds, the evaluation lengths as multiples of the training length, and how many validation
-# tokens each evaluation length reads (the same tokens at every length).
-# What every profile's training shares (the schedule's floor, AdamW's decay and betas, clipping).
-_TRAIN = dict(min_lr_ratio=0.1, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0, eval_batch_size=None)
+# Per profile: the model (ModelConfig fields; the pair adds token_mixer,
+# channel_mixer and d_ff), the training (every TrainConfig field but lr and
+# seed, spelled out so that a change of the shared profiles does not silently
+# change this experiment), the peak learning rates swept, the seeds, the
+# evaluation lengths as multiples of the training length, and how many
+# validation tokens each evaluation length reads (the same tokens at every
+# length). What every profile's training shares (the schedule's floor, AdamW's
+# decay and betas, clipping).
+_TRAIN = dict(
+    min_lr_ratio=0.1,
+    weight_decay=0.1,
+    betas=(0.9, 0.99),
+    grad_clip=1.0,
+    eval_batch_size=None,
+)
 
 SETTINGS = {
     "smoke": dict(
-        model=dict(d_model=32, n_layers=1, n_heads=2, block_size=16, dropout=0.0),
-        train=dict(_TRAIN, steps=12, batch_size=8, seq_len=16, warmup_steps=3, eval_interval=6, eval_batches=2,
-                   compile=False, amp=True, cpu_amp=False),
+        model=dict(
+            d_model=32, n_layers=1, n_heads=2, block_size=16, dropout=0.0
+        ),
+        train=dict(
+            _TRAIN,
+            steps=12,
+            batch_size=8,
+            seq_len=16,
+            warmup_steps=3,
+            eval_interval=6,
+            eval_batches=2,
+            compile=False,
+            amp=True,
+            cpu_amp=False,
+        ),
         lrs=(3e-3, 6e-3, 1.2e-2),
         seeds=(0, 1),
         factors=(1, 2, 4),
         eval_tokens=512,
     ),
-    # Sized so that all 48 runs fit in about 30 minutes on one thread of a shared two-core AMD EPYC:
-    # measured there, a training step took 39-56 ms (SwiGLU attention fastest, gMLP slowest; 44 ms
-    # on average) in bf16 autocast, and evaluating a run about 2 s, so a run takes about 30 s.
+    # Sized so that all 48 runs fit in about 30 minutes on one thread of a
+    # shared two-core AMD EPYC: measured there, a training step took 39-56 ms
+    # (SwiGLU attention fastest, gMLP slowest; 44 ms on average) in bf16
+    # autocast, and evaluating a run about 2 s, so a run takes about 30 s.
     "cpu": dict(
-        model=dict(d_model=128, n_layers=2, n_heads=4, block_size=64, dropout=0.0),
-        train=dict(_TRAIN, steps=600, batch_size=32, seq_len=64, warmup_steps=50, eval_interval=50, eval_batches=8,
-                   compile=False, amp=True, cpu_amp=True),
+        model=dict(
+            d_model=128, n_layers=2, n_heads=4, block_size=64, dropout=0.0
+        ),
+        train=dict(
+            _TRAIN,
+            steps=600,
+            batch_size=32,
+            seq_len=64,
+            warmup_steps=50,
+            eval_interval=50,
+            eval_batches=8,
+            compile=False,
+            amp=True,
+            cpu_amp=True,
+        ),
         lrs=(1.5e-3, 3e-3, 6e-3),
         seeds=(0, 1),
         factors=(1, 2, 4),
@@ -119,9 +193,21 @@ SETTINGS = {
     ),
     # Not run for the book (no GPU was available).
     "gpu": dict(
-        model=dict(d_model=384, n_layers=6, n_heads=6, block_size=256, dropout=0.1),
-        train=dict(_TRAIN, steps=2500, batch_size=64, seq_len=256, warmup_steps=200, eval_interval=250,
-                   eval_batches=50, compile=True, amp=True, cpu_amp=False),
+        model=dict(
+            d_model=384, n_layers=6, n_heads=6, block_size=256, dropout=0.1
+        ),
+        train=dict(
+            _TRAIN,
+            steps=2500,
+            batch_size=64,
+            seq_len=256,
+            warmup_steps=200,
+            eval_interval=250,
+            eval_batches=50,
+            compile=True,
+            amp=True,
+            cpu_amp=False,
+        ),
         lrs=(5e-4, 1e-3, 2e-3),
         seeds=(0, 1, 2),
         factors=(1, 2, 4),
@@ -130,87 +216,151 @@ SETTINGS = {
 }
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # Pairs and their parameter counts.
 
 
 def parse_pair(label: str) -> dict:
-    """``"TOKEN_MIXER+CHANNEL_MIXER"`` (or a channel-mixing token mixer's name alone) as the
-    ``ModelConfig`` fields ``token_mixer`` and ``channel_mixer``; a ValueError names what is
-    not registered."""
+    """``"TOKEN_MIXER+CHANNEL_MIXER"`` (or a channel-mixing token mixer's name
+    alone) as the ``ModelConfig`` fields ``token_mixer`` and ``channel_mixer``;
+    a ValueError names what is not registered."""
     if not isinstance(label, str) or not label:
-        raise TypeError(f"a pair must be a label 'TOKEN_MIXER+CHANNEL_MIXER', got {label!r}")
+        raise TypeError(
+            "a pair must be a label 'TOKEN_MIXER+CHANNEL_MIXER', got"
+            f" {label!r}"
+        )
     token_mixer, _, channel_mixer = label.partition("+")
     if token_mixer not in TOKEN_MIXERS:
-        raise ValueError(f"pair {label!r}: unknown token mixer {token_mixer!r}; registered: {sorted(TOKEN_MIXERS)}")
+        raise ValueError(
+            f"pair {label!r}: unknown token mixer {token_mixer!r}; registered:"
+            f" {sorted(TOKEN_MIXERS)}"
+        )
     if TOKEN_MIXERS[token_mixer].mixes_channels:
         if channel_mixer not in ("", "none"):
-            raise ValueError(f"pair {label!r}: token mixer {token_mixer!r} mixes channels itself; "
-                             f"name it alone, {token_mixer!r}")
+            raise ValueError(
+                f"pair {label!r}: token mixer {token_mixer!r} mixes channels"
+                f" itself; name it alone, {token_mixer!r}"
+            )
         return {"token_mixer": token_mixer, "channel_mixer": "none"}
     if channel_mixer not in CHANNEL_MIXERS or channel_mixer == "none":
-        raise ValueError(f"pair {label!r}: channel mixer must be one of "
-                         f"{sorted(set(CHANNEL_MIXERS) - {'none'})}, got {channel_mixer!r}")
+        raise ValueError(
+            f"pair {label!r}: channel mixer must be one of "
+            f"{sorted(set(CHANNEL_MIXERS) - {'none'})}, got {channel_mixer!r}"
+        )
     return {"token_mixer": token_mixer, "channel_mixer": channel_mixer}
 
 
-def count_parameters(vocab_size: int, model: dict, pair: str, d_ff: int | None) -> int:
-    """Parameters of the whole ``LanguageModel`` of ``pair`` with hidden size ``d_ff``.
+def count_parameters(
+    vocab_size: int, model: dict, pair: str, d_ff: int | None
+) -> int:
+    """Parameters of the whole ``LanguageModel`` of ``pair`` with hidden size
+    ``d_ff``.
 
-    Built on the meta device: shapes without memory or initialisation, so counting is cheap.
+    Built on the meta device: shapes without memory or initialisation, so
+    counting is cheap.
     """
     with torch.device("meta"):
-        config = ModelConfig(vocab_size=vocab_size, **model, **parse_pair(pair), d_ff=d_ff)
+        config = ModelConfig(
+            vocab_size=vocab_size, **model, **parse_pair(pair), d_ff=d_ff
+        )
         return LanguageModel(config).num_parameters()
 
 
 def matched_d_ff(target: int, vocab_size: int, model: dict, pair: str) -> int:
-    """The ``ModelConfig.d_ff`` whose model of ``pair`` has the parameter count closest to ``target``.
+    """The ``ModelConfig.d_ff`` whose model of ``pair`` has the parameter count
+    closest to ``target``.
 
-    The count is affine in d_ff up to rounding (a gated FFN's hidden size is 2/3 of d_ff, gMLP's
-    d_ffn must be even), so two probes give the slope, and the neighbours of the estimate are
-    counted exactly.
+    The count is affine in d_ff up to rounding (a gated FFN's hidden size is
+    2/3 of d_ff, gMLP's d_ffn must be even), so two probes give the slope, and
+    the neighbours of the estimate are counted exactly.
     """
-    step = 2 if TOKEN_MIXERS[parse_pair(pair)["token_mixer"]].mixes_channels else 1  # gMLP: even widths
+    # gMLP: even widths
+    step = (
+        2
+        if TOKEN_MIXERS[parse_pair(pair)["token_mixer"]].mixes_channels
+        else 1
+    )
     low, high = 4 * model["d_model"], 8 * model["d_model"]
     count_low = count_parameters(vocab_size, model, pair, low)
-    slope = (count_parameters(vocab_size, model, pair, high) - count_low) / (high - low)
+    slope = (count_parameters(vocab_size, model, pair, high) - count_low) / (
+        high - low
+    )
     estimate = round((low + (target - count_low) / slope) / step) * step
-    candidates = [d for d in range(estimate - 3 * step, estimate + 4 * step, step) if d >= step]
-    if not candidates:  # the target is below the count of the smallest width: take the smallest
+    candidates = [
+        d
+        for d in range(estimate - 3 * step, estimate + 4 * step, step)
+        if d >= step
+    ]
+    # the target is below the count of the smallest width: take the smallest
+    if not candidates:
         candidates = [step]
-    return min(candidates, key=lambda d: (abs(count_parameters(vocab_size, model, pair, d) - target), d))
+    return min(
+        candidates,
+        key=lambda d: (
+            abs(count_parameters(vocab_size, model, pair, d) - target),
+            d,
+        ),
+    )
 
 
-def matched_pairs(pairs: list[str], vocab_size: int, model: dict, tolerance: float = PARAMETER_TOLERANCE) -> dict:
-    """Per pair: its fields, ``d_ff``, parameter count and relative distance from the target.
+def matched_pairs(
+    pairs: list[str],
+    vocab_size: int,
+    model: dict,
+    tolerance: float = PARAMETER_TOLERANCE,
+) -> dict:
+    """Per pair: its fields, ``d_ff``, parameter count and relative distance
+    from the target.
 
-    The target is ``REFERENCE_PAIR``'s count at ``d_ff = 4·d_model``. A pair that cannot come within
-    ``tolerance`` of it (e.g. gMLP at a length whose W alone outweighs the target) raises a
-    ValueError that names it.
+    The target is ``REFERENCE_PAIR``'s count at ``d_ff = 4·d_model``. A pair
+    that cannot come within ``tolerance`` of it (e.g. gMLP at a length whose W
+    alone outweighs the target) raises a ValueError that names it.
     """
-    target = count_parameters(vocab_size, model, REFERENCE_PAIR, 4 * model["d_model"])
+    target = count_parameters(
+        vocab_size, model, REFERENCE_PAIR, 4 * model["d_model"]
+    )
     out = {}
     for pair in pairs:
-        d_ff = 4 * model["d_model"] if pair == REFERENCE_PAIR else matched_d_ff(target, vocab_size, model, pair)
+        d_ff = (
+            4 * model["d_model"]
+            if pair == REFERENCE_PAIR
+            else matched_d_ff(target, vocab_size, model, pair)
+        )
         count = count_parameters(vocab_size, model, pair, d_ff)
         deviation = (count - target) / target
         if abs(deviation) > tolerance:
-            raise ValueError(f"pair {pair!r} cannot match the parameter target: {count:,} parameters at d_ff={d_ff} "
-                             f"is {deviation:+.1%} from {target:,} ({REFERENCE_PAIR}), beyond ±{tolerance:.0%}")
+            raise ValueError(
+                f"pair {pair!r} cannot match the parameter target: {count:,}"
+                f" parameters at d_ff={d_ff} is {deviation:+.1%} from"
+                f" {target:,} ({REFERENCE_PAIR}), beyond ±{tolerance:.0%}"
+            )
         with torch.device("meta"):
-            config = ModelConfig(vocab_size=vocab_size, **model, **parse_pair(pair), d_ff=d_ff)
+            config = ModelConfig(
+                vocab_size=vocab_size, **model, **parse_pair(pair), d_ff=d_ff
+            )
             block = LanguageModel(config).blocks[0]
-        # The width actually built: a gated FFN's is 2/3 of d_ff, gMLP's is d_ff (its d_ffn).
-        hidden = block.channel_mixer.d_ff if block.channel_mixer is not None else block.token_mixer.d_ffn
-        out[pair] = {"token_mixer": config.token_mixer, "channel_mixer": config.channel_mixer,
-                     "positions": config.positions, "d_ff": d_ff, "hidden_size": hidden, "parameters": count,
-                     "parameter_deviation": deviation}
+        # The width actually built: a gated FFN's is 2/3 of d_ff, gMLP's is
+        # d_ff (its d_ffn).
+        hidden = (
+            block.channel_mixer.d_ff
+            if block.channel_mixer is not None
+            else block.token_mixer.d_ffn
+        )
+        out[pair] = {
+            "token_mixer": config.token_mixer,
+            "channel_mixer": config.channel_mixer,
+            "positions": config.positions,
+            "d_ff": d_ff,
+            "hidden_size": hidden,
+            "parameters": count,
+            "parameter_deviation": deviation,
+        }
     return {"target_parameters": target, "pairs": out}
 
 
-# ---------------------------------------------------------------------------------------------
-# Settings: everything that makes two runs comparable, checked on resuming (``run_jobs``).
+# -----------------------------------------------------------------------------
+# Settings: everything that makes two runs comparable, checked on resuming
+# (``run_jobs``).
 
 
 def _check_list(name: str, values, check) -> list:
@@ -225,7 +375,12 @@ def _check_list(name: str, values, check) -> list:
 
 
 def _check_lr(lr) -> None:
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+    if (
+        isinstance(lr, bool)
+        or not isinstance(lr, (int, float))
+        or not math.isfinite(lr)
+        or lr <= 0
+    ):
         raise ValueError(f"lrs must be positive finite numbers, got {lr!r}")
 
 
@@ -234,19 +389,33 @@ def _check_seed(seed) -> None:
         raise ValueError(f"seeds must be non-negative ints, got {seed!r}")
 
 
-def experiment_plan(profile: str, vocab_size: int, pairs=None, lrs=None, seeds=None) -> dict:
-    """The complete settings of a run of ``profile`` (JSON-able): model, training, matched pairs,
-    learning rates, seeds, evaluation lengths, device and threads. Two runs with equal plans
-    are runs of one experiment; ``pairs``, ``lrs`` and ``seeds`` override the profile's."""
+def experiment_plan(
+    profile: str, vocab_size: int, pairs=None, lrs=None, seeds=None
+) -> dict:
+    """The complete settings of a run of ``profile`` (JSON-able): model,
+    training, matched pairs, learning rates, seeds, evaluation lengths, device
+    and threads. Two runs with equal plans are runs of one experiment;
+    ``pairs``, ``lrs`` and ``seeds`` override the profile's.
+    """
     base, settings, model = experiment_settings(profile, SETTINGS)
     pairs = _check_list("pairs", PAIRS if pairs is None else pairs, parse_pair)
-    lrs = [float(lr) for lr in _check_list("lrs", settings["lrs"] if lrs is None else lrs, _check_lr)]
-    seeds = _check_list("seeds", settings["seeds"] if seeds is None else seeds, _check_seed)
+    lrs = [
+        float(lr)
+        for lr in _check_list(
+            "lrs", settings["lrs"] if lrs is None else lrs, _check_lr
+        )
+    ]
+    seeds = _check_list(
+        "seeds", settings["seeds"] if seeds is None else seeds, _check_seed
+    )
     train = asdict(replace(base.train, **settings["train"]))
     del train["lr"], train["seed"]  # the sweep and the seeds set them per run
     if train["seq_len"] != model["block_size"]:
-        raise ValueError(f"the training seq_len ({train['seq_len']}) must equal block_size ({model['block_size']}): "
-                         "the evaluation lengths are multiples of the training length")
+        raise ValueError(
+            f"the training seq_len ({train['seq_len']}) must equal block_size"
+            f" ({model['block_size']}): the evaluation lengths are multiples"
+            " of the training length"
+        )
     device = default_device()
     plan = {
         "model": model,
@@ -256,7 +425,9 @@ def experiment_plan(profile: str, vocab_size: int, pairs=None, lrs=None, seeds=N
         **matched_pairs(pairs, vocab_size, model),
         "lrs": lrs,
         "seeds": seeds,
-        "tokens_per_run": train["steps"] * train["batch_size"] * train["seq_len"],
+        "tokens_per_run": (
+            train["steps"] * train["batch_size"] * train["seq_len"]
+        ),
         "eval_factors": list(settings["factors"]),
         "eval_lengths": [f * model["block_size"] for f in settings["factors"]],
         "eval_tokens": settings["eval_tokens"],
@@ -264,55 +435,56 @@ def experiment_plan(profile: str, vocab_size: int, pairs=None, lrs=None, seeds=N
         "device_type": device.type,
         "threads_per_run": CPU_THREADS if device.type == "cpu" else None,
     }
-    return json.loads(to_json(plan))  # as it reads back from a file: tuples are lists
+    # as it reads back from a file: tuples are lists
+    return json.loads(to_json(plan))
 
 
 def jobs(plan: dict) -> list[tuple[str, float, int]]:
-    """Every (pair, lr, seed) of ``plan``, in the order they run: seed by seed, then learning rate,
-    then pair, so that a change in the machine's load over time hits every pair alike."""
-    return [(pair, lr, seed) for seed in plan["seeds"] for lr in plan["lrs"] for pair in plan["pairs"]]
+    """Every (pair, lr, seed) of ``plan``, in the order they run: seed by seed,
+    then learning rate, then pair, so that a change in the machine's load over
+    time hits every pair alike.
+    """
+    return [
+        (pair, lr, seed)
+        for seed in plan["seeds"]
+        for lr in plan["lrs"]
+        for pair in plan["pairs"]
+    ]
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # One run.
 
 
-def evaluate_lengths(model: LanguageModel, data: torch.Tensor, lengths: list[int], eval_tokens: int) -> list[dict]:
-    """Per length: mean loss (nats/char) over ``eval_tokens // length`` non-overlapping windows of
-    ``data``, so that every length reads the same first tokens.
-
-    A length past ``block_size`` that the model cannot take (learned positions, gMLP's W) gets
-    ``loss: None`` and the model's own error message; a failure at or below ``block_size`` is a
-    bug and is raised. Float32 on a CPU, bf16 autocast on a GPU (``evaluate_sequential``).
-    """
-    rows = []
-    for length in lengths:
-        windows, batch = evaluation_windows(eval_tokens, length)
-        try:
-            loss, error = evaluate_sequential(model, data, length, batch, max_windows=windows), None
-        except ValueError as failure:
-            if length <= model.config.block_size:
-                raise
-            loss, error = None, str(failure)
-        rows.append({"length": length, "windows": windows, "loss": loss, "error": error})
-    return rows
-
-
-def train_step_peak_memory(model: LanguageModel, dataset: CharDataset, plan: dict) -> int | None:
-    """Peak bytes of tensor memory allocated by one forward and backward pass at the training batch
-    shape, in the training precision, above what was live before (the weights and optimizer state
-    are not counted; activations and gradients are). ``mixers.bench.peak_memory``: on a GPU
-    ``max_memory_allocated``; on a CPU the allocations recorded by ``torch.profiler``. The eager
-    model is measured, also where training compiled it."""
+def train_step_peak_memory(
+    model: LanguageModel, dataset: CharDataset, plan: dict
+) -> int | None:
+    """Peak bytes of tensor memory allocated by one forward and backward pass
+    at the training batch shape, in the training precision, above what was live
+    before (the weights and optimizer state are not counted; activations and
+    gradients are). ``mixers.bench.peak_memory``: on a GPU
+    ``max_memory_allocated``; on a CPU the allocations recorded by
+    ``torch.profiler``. The eager model is measured, also where training
+    compiled it."""
     train = plan["train"]
     device = next(model.parameters()).device
-    x, y = random_batch(dataset.train, train["batch_size"], train["seq_len"], torch.Generator().manual_seed(0),
-                        device)
-    dtype = autocast_dtype(device, train["amp"], train["cpu_amp"])  # as the training steps ran
+    x, y = random_batch(
+        dataset.train,
+        train["batch_size"],
+        train["seq_len"],
+        torch.Generator().manual_seed(0),
+        device,
+    )
+    # as the training steps ran
+    dtype = autocast_dtype(device, train["amp"], train["cpu_amp"])
     model.train()
 
     def step() -> None:
-        with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+        with torch.autocast(
+            device.type,
+            dtype=dtype or torch.bfloat16,
+            enabled=dtype is not None,
+        ):
             _, loss = model(x, y)
         loss.backward()
 
@@ -323,27 +495,59 @@ def train_step_peak_memory(model: LanguageModel, dataset: CharDataset, plan: dic
         model.eval()
 
 
-def run_one(dataset: CharDataset, profile: str, plan: dict, pair: str, lr: float, seed: int,
-            progress: bool = False) -> dict:
-    """Train ``pair`` at peak learning rate ``lr`` from ``seed`` under ``plan``; return its record.
+def run_one(
+    dataset: CharDataset,
+    profile: str,
+    plan: dict,
+    pair: str,
+    lr: float,
+    seed: int,
+    progress: bool = False,
+) -> dict:
+    """Train ``pair`` at peak learning rate ``lr`` from ``seed`` under
+    ``plan``; return its record.
 
-    A run that diverges raises ``TrainingDiverged``, which ``run_jobs`` records (``diverged``, with
-    its message): a learning rate too high for a block is a result of the sweep, not a crash.
+    A run that diverges raises ``TrainingDiverged``, which ``run_jobs`` records
+    (``diverged``, with its message): a learning rate too high for a block is a
+    result of the sweep, not a crash.
     """
     info = plan["pairs"][pair]
-    model_overrides = {**plan["model"], "token_mixer": info["token_mixer"], "channel_mixer": info["channel_mixer"],
-                       "d_ff": info["d_ff"]}
-    train_overrides = {**plan["train"], "betas": tuple(plan["train"]["betas"]), "lr": lr, "seed": seed}
-    model, result = run_profile(dataset, PROFILES[profile], model_overrides=model_overrides,
-                                train_overrides=train_overrides, progress=progress,
-                                description=f"{NAME} {pair} lr {lr:g} seed {seed}")
-    if result.parameters != info["parameters"]:  # the plan counted the model this run built
-        raise RuntimeError(f"pair {pair!r} built {result.parameters} parameters, the plan counted {info['parameters']}")
+    model_overrides = {
+        **plan["model"],
+        "token_mixer": info["token_mixer"],
+        "channel_mixer": info["channel_mixer"],
+        "d_ff": info["d_ff"],
+    }
+    train_overrides = {
+        **plan["train"],
+        "betas": tuple(plan["train"]["betas"]),
+        "lr": lr,
+        "seed": seed,
+    }
+    model, result = run_profile(
+        dataset,
+        PROFILES[profile],
+        model_overrides=model_overrides,
+        train_overrides=train_overrides,
+        progress=progress,
+        description=f"{NAME} {pair} lr {lr:g} seed {seed}",
+    )
+    # the plan counted the model this run built
+    if result.parameters != info["parameters"]:
+        raise RuntimeError(
+            f"pair {pair!r} built {result.parameters} parameters, the plan"
+            f" counted {info['parameters']}"
+        )
     start = time.perf_counter()
-    lengths = evaluate_lengths(model, dataset.val, plan["eval_lengths"], plan["eval_tokens"])
+    lengths = evaluate_lengths(
+        model, dataset.val, plan["eval_lengths"], plan["eval_tokens"]
+    )
     memory = train_step_peak_memory(model, dataset, plan)
     return {
-        "pair": pair, "lr": lr, "seed": seed, **info,
+        "pair": pair,
+        "lr": lr,
+        "seed": seed,
+        **info,
         "best_val_loss": result.best_val_loss,
         "final_val_loss": result.final_val_loss,
         "tokens_per_s": result.tokens_per_s,  # of the training steps alone
@@ -355,26 +559,44 @@ def run_one(dataset: CharDataset, profile: str, plan: dict, pair: str, lr: float
     }
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # The summary.
 
 
 def _spread(values: list[float]) -> dict:
-    """Mean, sample standard deviation (0 for one value), min, max and count."""
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "min": min(values), "max": max(values), "n": len(values)}
+    """Mean, sample standard deviation (0 for one value), min, max and
+    count."""
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
 
 
 def _summarize_pair(mine: list[dict], plan: dict) -> dict:
-    """One pair's runs: every learning rate's mean loss, and its results at the best of them."""
+    """One pair's runs: every learning rate's mean loss, and its results at the
+    best of them."""
     by_lr = {}
     for lr in plan["lrs"]:
         at_lr = [run for run in mine if run["lr"] == lr]
-        finished = [run["best_val_loss"] for run in at_lr if not run["diverged"]]
-        by_lr[repr(lr)] = {"lr": lr, "runs": len(at_lr), "diverged": sum(run["diverged"] for run in at_lr),
-                           "best_val_loss": _spread(finished) if finished else None}
-    # A learning rate counts only if every seed run at it finished: one divergence disqualifies it.
-    eligible = [row for row in by_lr.values() if row["best_val_loss"] and not row["diverged"]]
+        finished = [
+            run["best_val_loss"] for run in at_lr if not run["diverged"]
+        ]
+        by_lr[repr(lr)] = {
+            "lr": lr,
+            "runs": len(at_lr),
+            "diverged": sum(run["diverged"] for run in at_lr),
+            "best_val_loss": _spread(finished) if finished else None,
+        }
+    # A learning rate counts only if every seed run at it finished: one
+    # divergence disqualifies it.
+    eligible = [
+        row
+        for row in by_lr.values()
+        if row["best_val_loss"] and not row["diverged"]
+    ]
     out = {"by_lr": by_lr, "best_lr": None}
     if not eligible:
         return out
@@ -384,79 +606,147 @@ def _summarize_pair(mine: list[dict], plan: dict) -> dict:
     loss_at = {}
     for i, factor in enumerate(plan["eval_factors"]):
         losses = [run["eval_lengths"][i]["loss"] for run in at_best]
-        loss_at[str(factor)] = _spread(losses) if all(loss is not None for loss in losses) else None
-    memory = [run["peak_memory_bytes"] for run in finished if run["peak_memory_bytes"] is not None]
+        loss_at[str(factor)] = (
+            _spread(losses)
+            if all(loss is not None for loss in losses)
+            else None
+        )
+    memory = [
+        run["peak_memory_bytes"]
+        for run in finished
+        if run["peak_memory_bytes"] is not None
+    ]
     return {
         **out,
         "best_lr": best["lr"],
         "best_lr_at_edge": best["lr"] in (min(plan["lrs"]), max(plan["lrs"])),
         "seeds": [run["seed"] for run in at_best],
         "best_val_loss": best["best_val_loss"],
-        "loss_at_factor": loss_at,  # None where the model cannot read that length
-        # The work of a step does not depend on the learning rate or the seed: every finished run
-        # of the pair measures the same thing, and the median resists a busy moment of the machine.
-        "tokens_per_s_median": statistics.median(run["tokens_per_s"] for run in finished),
+        # None where the model cannot read that length
+        "loss_at_factor": (loss_at),
+        # The work of a step does not depend on the learning rate or the seed:
+        # every finished run of the pair measures the same thing, and the
+        # median resists a busy moment of the machine.
+        "tokens_per_s_median": statistics.median(
+            run["tokens_per_s"] for run in finished
+        ),
         "tokens_per_s": _spread([run["tokens_per_s"] for run in finished]),
-        "peak_memory_bytes": statistics.median_low(memory) if memory else None,  # a measured value, in bytes
+        # a measured value, in bytes
+        "peak_memory_bytes": (
+            statistics.median_low(memory) if memory else None
+        ),
     }
 
 
 def summarize(runs: list[dict], plan: dict) -> dict:
-    """Per pair (``_summarize_pair``), and the pairs ranked by mean best validation loss."""
-    per_pair = {pair: {**{k: plan["pairs"][pair][k] for k in ("token_mixer", "channel_mixer", "positions", "d_ff",
-                                                                "hidden_size", "parameters", "parameter_deviation")},
-                       **_summarize_pair([run for run in runs if run["pair"] == pair], plan)}
-                for pair in plan["pairs"]}
-    ranked = sorted((pair for pair, row in per_pair.items() if row.get("best_val_loss")),
-                    key=lambda pair: per_pair[pair]["best_val_loss"]["mean"])
+    """Per pair (``_summarize_pair``), and the pairs ranked by mean best
+    validation loss."""
+    per_pair = {
+        pair: {
+            **{
+                k: plan["pairs"][pair][k]
+                for k in (
+                    "token_mixer",
+                    "channel_mixer",
+                    "positions",
+                    "d_ff",
+                    "hidden_size",
+                    "parameters",
+                    "parameter_deviation",
+                )
+            },
+            **_summarize_pair(
+                [run for run in runs if run["pair"] == pair], plan
+            ),
+        }
+        for pair in plan["pairs"]
+    }
+    ranked = sorted(
+        (pair for pair, row in per_pair.items() if row.get("best_val_loss")),
+        key=lambda pair: per_pair[pair]["best_val_loss"]["mean"],
+    )
     return {"pairs": per_pair, "ranking_by_best_val_loss": ranked}
 
 
-# ---------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # The experiment.
 
 
 @cpu_threads(CPU_THREADS)
-def run(profile: str, progress: bool = True, pairs=None, lrs=None, seeds=None) -> dict:
-    """Train every (pair, learning rate, seed) of ``profile``; return the runs, a summary and provenance.
+def run(
+    profile: str, progress: bool = True, pairs=None, lrs=None, seeds=None
+) -> dict:
+    """Train every (pair, learning rate, seed) of ``profile``; return the runs,
+    a summary and provenance.
 
-    ``pairs``, ``lrs`` and ``seeds`` override the profile's (``PAIRS`` and its sweep and seeds).
-    Inside ``mixers.experiments.save_runs`` (the command line) each finished run is saved at once
-    and the runs saved there before with the same settings are not run again (``run_jobs``).
+    ``pairs``, ``lrs`` and ``seeds`` override the profile's (``PAIRS`` and its
+    sweep and seeds). Inside ``mixers.experiments.save_runs`` (the command
+    line) each finished run is saved at once and the runs saved there before
+    with the same settings are not run again (``run_jobs``).
     """
     start = time.perf_counter()
     dataset = CharDataset.shakespeare()
-    plan = experiment_plan(profile, dataset.tokenizer.vocab_size, pairs, lrs, seeds)
+    plan = experiment_plan(
+        profile, dataset.tokenizer.vocab_size, pairs, lrs, seeds
+    )
     device = default_device()
-    experiment = Experiment(NAME, profile, plan, ("pair", "lr", "seed"), jobs(plan))
-    runs, resumed = run_jobs(experiment, lambda job: run_one(dataset, profile, plan, *job, progress=progress))
+    experiment = Experiment(
+        NAME, profile, plan, ("pair", "lr", "seed"), jobs(plan)
+    )
+    runs, resumed = run_jobs(
+        experiment,
+        lambda job: run_one(dataset, profile, plan, *job, progress=progress),
+    )
     finished = [run for run in runs if not run["diverged"]]
     model = plan["model"]
     return {
         "experiment": NAME,
-        "model": (f"{model['n_layers']} layers, d_model {model['d_model']}, {model['n_heads']} heads, trained at "
-                  f"length {model['block_size']}; pairs {', '.join(plan['pairs'])}; hidden sizes matched to "
-                  f"{plan['target_parameters']:,} parameters (±{PARAMETER_TOLERANCE:.0%})"),
-        "seed_policy": ("TrainConfig.seed drives the initial weights, the order of the training batches and the "
-                        "validation windows: the same for every pair and learning rate at a given seed"),
-        "lr_policy": ("every pair trains at every learning rate of the sweep with the same warm-up and cosine "
-                      "schedule; its summary is at the learning rate with the lowest mean best validation loss "
-                      "over the seeds, among those where no seed diverged"),
-        "memory_policy": ("peak_memory_bytes: tensor memory allocated by one forward and backward pass at the "
-                          "training batch shape, above the weights and optimizer state (mixers.bench.peak_memory: "
-                          "torch.profiler's allocation events on a CPU, max_memory_allocated on a GPU)"),
+        "model": (
+            f"{model['n_layers']} layers, d_model {model['d_model']},"
+            f" {model['n_heads']} heads, trained at length"
+            f" {model['block_size']}; pairs {', '.join(plan['pairs'])}; hidden"
+            f" sizes matched to {plan['target_parameters']:,} parameters"
+            f" (±{PARAMETER_TOLERANCE:.0%})"
+        ),
+        "seed_policy": (
+            "TrainConfig.seed drives the initial weights, the order of the"
+            " training batches and the validation windows: the same for every"
+            " pair and learning rate at a given seed"
+        ),
+        "lr_policy": (
+            "every pair trains at every learning rate of the sweep with the"
+            " same warm-up and cosine schedule; its summary is at the learning"
+            " rate with the lowest mean best validation loss over the seeds,"
+            " among those where no seed diverged"
+        ),
+        "memory_policy": (
+            "peak_memory_bytes: tensor memory allocated by one forward and"
+            " backward pass at the training batch shape, above the weights and"
+            " optimizer state (mixers.bench.peak_memory: torch.profiler's"
+            " allocation events on a CPU, max_memory_allocated on a GPU)"
+        ),
         "settings": plan,
         "runs": runs,
         "summary": summarize(runs, plan),
         "provenance": {
             **provenance(profile, device, plan["seeds"]),
-            "train_precision": precision_name(autocast_dtype(device, plan["train"]["amp"], plan["train"]["cpu_amp"])),
+            "train_precision": precision_name(
+                autocast_dtype(
+                    device, plan["train"]["amp"], plan["train"]["cpu_amp"]
+                )
+            ),
             "threads": torch.get_num_threads(),
             "resumed_runs": resumed,
-            # This invocation's time; with a resume, the runs' own times add up the whole experiment.
+            # This invocation's time; with a resume, the runs' own times add up
+            # the whole experiment.
             "wall_time_s": time.perf_counter() - start,
             "runs_wall_time_s": sum(run["wall_time_s"] for run in finished),
-            "run_git_commits": sorted({run["result"]["provenance"]["git_commit"] or "unknown" for run in finished}),
+            "run_git_commits": sorted(
+                {
+                    run["result"]["provenance"]["git_commit"] or "unknown"
+                    for run in finished
+                }
+            ),
         },
     }
 
