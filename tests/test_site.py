@@ -21,19 +21,40 @@ import http.server
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-
 from test_book import ROOT, toc_files
 
-SITE = Path(os.environ.get("MIXERS_SITE_DIR") or ROOT / "_build" / "html").resolve()
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from annotated import page_of_module, parse_module  # noqa: E402
+
+# Each annotated page of the package's source and the module it shows.
+ANNOTATED_PAGES = {
+    page_of_module(str(path.relative_to(ROOT))): str(path.relative_to(ROOT))
+    for path in sorted((ROOT / "src" / "mixers").rglob("*.py"))
+}
+
+SITE = Path(
+    os.environ.get("MIXERS_SITE_DIR") or ROOT / "_build" / "html"
+).resolve()
 SCREENSHOTS = SITE.parent / "screenshots"
-WIDTHS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WIDTHS = {
+    "desktop": {"width": 1280, "height": 900},
+    "phone": {"width": 390, "height": 844},
+}
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 # Where a notebook output holds an ipywidget, MyST-NB writes this script tag, and the widget
 # HTML manager renders the view beside it: .widget-subarea > the outermost widget.
@@ -61,8 +82,10 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def site_url():
     if not (SITE / "index.html").is_file():
-        unavailable(f"no built site: {SITE / 'index.html'} is missing; build it with "
-                    "`jupyter-book build . --warningiserror` (or set MIXERS_SITE_DIR to a built copy)")
+        unavailable(
+            f"no built site: {SITE / 'index.html'} is missing; build it with "
+            "`jupyter-book build . --warningiserror` (or set MIXERS_SITE_DIR to a built copy)"
+        )
     handler = functools.partial(QuietHandler, directory=SITE)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -74,16 +97,30 @@ def site_url():
 @pytest.fixture(scope="module")
 def browser():
     # Debian's chromium; Ubuntu's chromium-browser and Google Chrome (on GitHub's runners) also do.
-    chromium = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    chromium = next(
+        filter(
+            None,
+            map(
+                shutil.which, ("chromium", "chromium-browser", "google-chrome")
+            ),
+        ),
+        None,
+    )
     if chromium is None:
-        unavailable("no Chromium: neither /usr/bin/chromium nor `chromium` on PATH; "
-                    "install it with `apt-get install -y chromium` (Debian)")
+        unavailable(
+            "no Chromium: neither /usr/bin/chromium nor `chromium` on PATH; "
+            "install it with `apt-get install -y chromium` (Debian)"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        unavailable("Playwright's Python package is missing: `pip install -r requirements.txt`")
+        unavailable(
+            "Playwright's Python package is missing: `pip install -r requirements.txt`"
+        )
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=chromium, args=CHROMIUM_ARGS
+        )
         yield browser
         browser.close()
 
@@ -93,11 +130,15 @@ def browser():
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("page_path", toc_files(), ids=lambda path: Path(path).name)
+@pytest.mark.parametrize(
+    "page_path", toc_files(), ids=lambda path: Path(path).name
+)
 def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
     problems = {}  # one message per failing URL or per distinct error, in the order seen
     # A phone has a touch screen: its sidebar buttons are tapped (a desktop's are clicked).
-    context = browser.new_context(viewport=WIDTHS[width], has_touch=width == "phone")
+    context = browser.new_context(
+        viewport=WIDTHS[width], has_touch=width == "phone"
+    )
     context.set_default_timeout(30 * SECONDS)
     try:
         page = context.new_page()
@@ -107,18 +148,38 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
         wait_for_views_and_maths(page, problems)
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=SCREENSHOTS / f"{Path(page_path).name}-{width}.png", full_page=True)
+        page.screenshot(
+            path=SCREENSHOTS / f"{Path(page_path).name}-{width}.png",
+            full_page=True,
+        )
 
-        for message in (untypeset_maths(page) + bad_images(page) + figures_unreadable(page) + too_wide(page)
-                        + code_wraps(page) + tables_scroll_unseen(page)
-                        + too_heavy(page_path) + exercise_views(page)
-                        + sidebars_dead(page, width, SCREENSHOTS / f"{Path(page_path).name}-{width}")):
+        for message in (
+            untypeset_maths(page)
+            + bad_images(page)
+            + figures_unreadable(page)
+            + too_wide(page)
+            + code_wraps(page)
+            + tables_scroll_unseen(page)
+            + too_heavy(page_path)
+            + listings_scroll(page, width)
+            + annotated_source_incomplete(page, page_path, width)
+            + exercise_views(page)
+            + sidebars_dead(
+                page, width, SCREENSHOTS / f"{Path(page_path).name}-{width}"
+            )
+        ):
             problems.setdefault(message, message)
-        page.wait_for_load_state("networkidle")  # what the controls asked for is checked too
+        page.wait_for_load_state(
+            "networkidle"
+        )  # what the controls asked for is checked too
     finally:
         context.close()
     if problems:
-        pytest.fail(f"{page_path}.html at {width} width:\n  " + "\n  ".join(problems.values()), pytrace=False)
+        pytest.fail(
+            f"{page_path}.html at {width} width:\n  "
+            + "\n  ".join(problems.values()),
+            pytrace=False,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,27 +194,48 @@ def watch_network_and_console(context, page, site_url, problems):
         if local(route.request.url):
             route.continue_()
         else:
-            problems.setdefault(route.request.url, f"request to another host: {route.request.url}")
+            problems.setdefault(
+                route.request.url,
+                f"request to another host: {route.request.url}",
+            )
             route.abort()
 
     def on_response(response):
         if local(response.url) and response.status >= 400:
-            problems.setdefault(response.url, f"HTTP {response.status}: {response.url}")
+            problems.setdefault(
+                response.url, f"HTTP {response.status}: {response.url}"
+            )
 
     def on_request_failed(request):
-        if local(request.url):  # the other hosts' requests were aborted above, and reported
-            problems.setdefault(request.url, f"request failed ({request.failure}): {request.url}")
+        if local(
+            request.url
+        ):  # the other hosts' requests were aborted above, and reported
+            problems.setdefault(
+                request.url,
+                f"request failed ({request.failure}): {request.url}",
+            )
 
     def on_console(message):
         if message.type == "error":
             where = message.location.get("url", "")
-            key = where if message.text.startswith("Failed to load resource") else message.text
+            key = (
+                where
+                if message.text.startswith("Failed to load resource")
+                else message.text
+            )
             line = message.location.get("lineNumber")
-            problems.setdefault(key, f"console error: {message.text} (at {where}:{line})")
+            problems.setdefault(
+                key, f"console error: {message.text} (at {where}:{line})"
+            )
 
     def on_page_error(error):
-        frames = [line.strip() for line in (error.stack or "").splitlines()[1:2]]
-        problems.setdefault(error.message, f"uncaught exception: {error.message} {' '.join(frames)}".strip())
+        frames = [
+            line.strip() for line in (error.stack or "").splitlines()[1:2]
+        ]
+        problems.setdefault(
+            error.message,
+            f"uncaught exception: {error.message} {' '.join(frames)}".strip(),
+        )
 
     context.route("**/*", keep_local)
     page.on("response", on_response)
@@ -170,9 +252,13 @@ def wait_for_views_and_maths(page, problems):
         page.wait_for_function(
             "selector => [...document.querySelectorAll(selector)]"
             ".every(script => script.parentElement.querySelector('.jupyter-widgets'))",
-            arg=WIDGET_VIEW, timeout=30 * SECONDS)
+            arg=WIDGET_VIEW,
+            timeout=30 * SECONDS,
+        )
     except TimeoutError:
-        problems["views"] = "an interactive view was never rendered (no .jupyter-widgets after 30 s)"
+        problems["views"] = (
+            "an interactive view was never rendered (no .jupyter-widgets after 30 s)"
+        )
     page.wait_for_load_state("networkidle")
     outcome = page.evaluate("""async () => {
         if (!window.MathJax?.startup?.promise) return "done";
@@ -196,8 +282,10 @@ def untypeset_maths(page) -> list[str]:
         }
         return found;
     }""")
-    return [f"untypeset maths ({delimiter} in the visible text): \"{' '.join(context.split())}\""
-            for delimiter, context in found]
+    return [
+        f"untypeset maths ({delimiter} in the visible text): \"{' '.join(context.split())}\""
+        for delimiter, context in found
+    ]
 
 
 def bad_images(page) -> list[str]:
@@ -206,7 +294,9 @@ def bad_images(page) -> list[str]:
         broken: img.complete && img.naturalWidth === 0}))""")
     problems = []
     for image in images:
-        src = image["src"] if len(image["src"]) < 80 else image["src"][:60] + "…"
+        src = (
+            image["src"] if len(image["src"]) < 80 else image["src"][:60] + "…"
+        )
         if not image["alt"]:
             problems.append(f"image without alt text: {src}")
         if image["broken"]:
@@ -228,23 +318,44 @@ def figures_unreadable(page, least_scale: float = 0.5) -> list[str]:
     problems = []
     for figure in figures:
         if figure["link"] != figure["src"]:
-            problems.append(f"figure {figure['src']} does not open at full size (link {figure['link']})")
+            problems.append(
+                f"figure {figure['src']} does not open at full size (link {figure['link']})"
+            )
         # The chapters' figures are retina PNGs: twice as many pixels as CSS pixels.
-        natural = figure["natural"] / 2 if figure["src"].endswith(".png") else figure["natural"]
-        shape, drawn_shape = figure["shown_height"] / figure["shown"], figure["natural_height"] / figure["natural"]
+        natural = (
+            figure["natural"] / 2
+            if figure["src"].endswith(".png")
+            else figure["natural"]
+        )
+        shape, drawn_shape = (
+            figure["shown_height"] / figure["shown"],
+            figure["natural_height"] / figure["natural"],
+        )
         if abs(shape / drawn_shape - 1) > 0.02:
-            problems.append(f"figure {figure['src']} is distorted: shown {figure['shown']:.0f} × {figure['shown_height']:.0f} px, "
-                            f"drawn {figure['natural']} × {figure['natural_height']} pixels")
+            problems.append(
+                f"figure {figure['src']} is distorted: shown {figure['shown']:.0f} × {figure['shown_height']:.0f} px, "
+                f"drawn {figure['natural']} × {figure['natural_height']} pixels"
+            )
         if natural and figure["shown"] / natural < least_scale:
-            problems.append(f"figure {figure['src']} is shown at {figure['shown'] / natural:.2f} of its size "
-                            f"({natural:.0f} px drawn, {figure['shown']:.0f} px shown)")
+            problems.append(
+                f"figure {figure['src']} is shown at {figure['shown'] / natural:.2f} of its size "
+                f"({natural:.0f} px drawn, {figure['shown']:.0f} px shown)"
+            )
     return problems
 
 
 def too_wide(page) -> list[str]:
     """The page must fit the screen's width: wide maths, tables and code scroll in their own box."""
-    wide, screen = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
-    return [f"the page is {wide} px wide on a {screen} px screen: it scrolls sideways"] if wide > screen else []
+    wide, screen = page.evaluate(
+        "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    return (
+        [
+            f"the page is {wide} px wide on a {screen} px screen: it scrolls sideways"
+        ]
+        if wide > screen
+        else []
+    )
 
 
 def code_wraps(page) -> list[str]:
@@ -290,6 +401,77 @@ def code_wraps(page) -> list[str]:
     return found
 
 
+def listings_scroll(page, width: str) -> list[str]:
+    """At desktop width the package's code fits its column: no listing of it
+    (a chapter's captioned listing, an annotated page's code) scrolls
+    sideways. Its 79 columns (ruff, pyproject.toml) are what make it fit."""
+    if width != "desktop":
+        return []
+    return page.evaluate("""() => [...document.querySelectorAll(
+            ".literal-block-wrapper pre, .annotated-code pre")]
+        .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
+        .map(pre => `a listing of the package scrolls sideways (${pre.scrollWidth} px of ` +
+                    `code in ${pre.clientWidth} px): ${JSON.stringify(pre.textContent.trim().slice(0, 60))}`)""")
+
+
+def annotated_source_incomplete(page, page_path: str, width: str) -> list[str]:
+    """An annotated page (``book/source/``) shows every line of its module once:
+    each code line, by its anchor ``L<n>``, with the file's own text, in order,
+    and every note (comment or docstring) in a note column. At desktop width
+    each section's notes sit beside its code (left of it, side by side); on a
+    phone, above it. (The module's docstring, its introduction, is read
+    across the page, above the first code.)"""
+    module = ANNOTATED_PAGES.get(page_path)
+    if module is None:
+        return []
+    source = (ROOT / module).read_text(encoding="utf-8")
+    expected = [
+        (number, text)
+        for section in parse_module(source)
+        for number, text in section.code
+        if text.strip()
+    ]
+    shown = page.evaluate("""() => [...document.querySelectorAll(".annotated-code pre")]
+        .flatMap(pre => pre.textContent.split("\\n").map((text, i) => [text,
+            pre.querySelectorAll("span.annotated-line")[i]?.id]))""")
+    shown = [(int(id_[1:]), text) for text, id_ in shown if text.strip()]
+    problems = []
+    if shown != [(n, t) for n, t in expected]:
+        missing = [
+            n for n, _ in expected if (n, dict(expected)[n]) not in shown
+        ]
+        extra = [n for n, t in shown if (n, t) not in expected]
+        problems.append(
+            f"{module}: the page's code is not the module's, line for line "
+            f"(missing or changed lines {missing[:5]}, extra {extra[:5]})"
+        )
+    notes = sum(1 for section in parse_module(source) if section.notes)
+    layout = page.evaluate(
+        """(width) => [...document.querySelectorAll(".annotated-section")]
+        .filter(section => !section.classList.contains("annotated-intro"))
+        .map(section => [section.querySelector(".annotated-note"), section.querySelector(".annotated-code pre")])
+        .filter(([note, code]) => note && code && note.textContent.trim())
+        .map(([note, code]) => {
+            const n = note.getBoundingClientRect(), c = code.getBoundingClientRect();
+            return width === "desktop" ? (n.right <= c.left + 1 && n.top < c.bottom && c.top < n.bottom)
+                                       : (n.bottom <= c.top + 1);
+        })""",
+        width,
+    )
+    shown_notes = page.evaluate("""() => [...document.querySelectorAll(".annotated-note")]
+        .filter(note => note.textContent.trim()).length""")
+    if shown_notes != notes:
+        problems.append(
+            f"{module}: {shown_notes} sections show notes, {notes} have them"
+        )
+    if not all(layout):
+        where = "beside" if width == "desktop" else "above"
+        problems.append(
+            f"{module}: {layout.count(False)} of {len(layout)} notes are not {where} their code"
+        )
+    return problems
+
+
 def tables_scroll_unseen(page, widest_first_column: float = 0.5) -> list[str]:
     """A table either fits its column or shows that it scrolls. The theme puts each table in a
     box that scrolls sideways (``.pst-scrollable-table-container``); where the table is wider,
@@ -298,7 +480,8 @@ def tables_scroll_unseen(page, widest_first_column: float = 0.5) -> list[str]:
     each row, is sticky: scrolled to the end, the first column is still at the box's left edge,
     opaque, with a shadow beside it, and the cue at the right edge is gone. The first column
     leaves at least half of the box to the columns that scroll. Each box is scrolled back after."""
-    return page.evaluate("""async widest => {
+    return page.evaluate(
+        """async widest => {
         const frame = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
         const found = [];
         const tables = [...document.querySelectorAll(".bd-article table")]
@@ -338,7 +521,9 @@ def tables_scroll_unseen(page, widest_first_column: float = 0.5) -> list[str]:
             await frame();
         }
         return found;
-    }""", widest_first_column)
+    }""",
+        widest_first_column,
+    )
 
 
 def too_heavy(page_path: str, limit: int = 3 * 2**20) -> list[str]:
@@ -346,9 +531,20 @@ def too_heavy(page_path: str, limit: int = 3 * 2**20) -> list[str]:
     scripts and styles every page shares."""
     html_file = SITE / f"{page_path}.html"
     html = html_file.read_text(encoding="utf-8")
-    images = {(html_file.parent / src).resolve() for src in re.findall(r'<img[^>]+src="([^":]+)"', html)}
-    weight = html_file.stat().st_size + sum(image.stat().st_size for image in images if image.is_file())
-    return [f"the page weighs {weight / 2**20:.2f} MiB (HTML and images), over {limit / 2**20:.0f} MiB"] if weight > limit else []
+    images = {
+        (html_file.parent / src).resolve()
+        for src in re.findall(r'<img[^>]+src="([^":]+)"', html)
+    }
+    weight = html_file.stat().st_size + sum(
+        image.stat().st_size for image in images if image.is_file()
+    )
+    return (
+        [
+            f"the page weighs {weight / 2**20:.2f} MiB (HTML and images), over {limit / 2**20:.0f} MiB"
+        ]
+        if weight > limit
+        else []
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,39 +562,64 @@ def sidebars_dead(page, width: str, screenshot_stem: Path) -> list[str]:
 
     page.evaluate("window.scrollTo(0, 0)")
     problems = []
-    sidebars = {"navigation": ("primary-toggle", "#pst-primary-sidebar"),
-                "contents": ("secondary-toggle", "#pst-secondary-sidebar")}
+    sidebars = {
+        "navigation": ("primary-toggle", "#pst-primary-sidebar"),
+        "contents": ("secondary-toggle", "#pst-secondary-sidebar"),
+    }
     for name, (toggle, sidebar) in sidebars.items():
-        if not page.locator(sidebar).count() or (width == "desktop" and name == "contents"):
+        if not page.locator(sidebar).count() or (
+            width == "desktop" and name == "contents"
+        ):
             continue
         buttons = page.locator(f".{toggle}").filter(visible=True)
         if buttons.count() != 1:
-            problems.append(f"{buttons.count()} {name} buttons (.{toggle}) are visible, not one")
+            problems.append(
+                f"{buttons.count()} {name} buttons (.{toggle}) are visible, not one"
+            )
             continue
         try:
             if width == "phone":
                 drawer = page.locator(f"{sidebar}-modal")
                 buttons.tap()
-                drawer.locator("a").filter(visible=True).first.wait_for(timeout=5 * SECONDS)
+                drawer.locator("a").filter(visible=True).first.wait_for(
+                    timeout=5 * SECONDS
+                )
                 page.screenshot(path=f"{screenshot_stem}-{name}.png")
                 # A tap on the backdrop, in the middle of the wider margin beside the drawer.
                 box, screen = drawer.bounding_box(), page.viewport_size
-                left_margin, right_margin = box["x"], screen["width"] - (box["x"] + box["width"])
-                x = left_margin / 2 if left_margin > right_margin else screen["width"] - right_margin / 2
+                left_margin, right_margin = (
+                    box["x"],
+                    screen["width"] - (box["x"] + box["width"]),
+                )
+                x = (
+                    left_margin / 2
+                    if left_margin > right_margin
+                    else screen["width"] - right_margin / 2
+                )
                 page.touchscreen.tap(x, screen["height"] / 2)
-                page.wait_for_function("d => !d.open", arg=drawer.element_handle(), timeout=5 * SECONDS)
+                page.wait_for_function(
+                    "d => !d.open",
+                    arg=drawer.element_handle(),
+                    timeout=5 * SECONDS,
+                )
                 if not page.locator(f"{sidebar} a").count():
-                    problems.append(f"the {name} drawer closed, but its links did not come back to the page")
+                    problems.append(
+                        f"the {name} drawer closed, but its links did not come back to the page"
+                    )
             else:
                 links = page.locator(f"{sidebar} a").filter(visible=True)
                 buttons.click()
-                page.locator(sidebar).wait_for(state="hidden", timeout=5 * SECONDS)
+                page.locator(sidebar).wait_for(
+                    state="hidden", timeout=5 * SECONDS
+                )
                 page.screenshot(path=f"{screenshot_stem}-{name}.png")
                 buttons.click()
                 links.first.wait_for(timeout=5 * SECONDS)
         except TimeoutError:
             action = "a tap on" if width == "phone" else "a click on"
-            problems.append(f"{action} the {name} button (.{toggle}) did not open and close its sidebar within 5 s")
+            problems.append(
+                f"{action} the {name} button (.{toggle}) did not open and close its sidebar within 5 s"
+            )
     return problems
 
 
@@ -412,37 +633,58 @@ def exercise_views(page) -> list[str]:
     problems = []
     views = page.locator(TOP_LEVEL_VIEW)
     if views.count() != page.locator(WIDGET_VIEW).count():
-        problems.append(f"{page.locator(WIDGET_VIEW).count()} widget outputs but {views.count()} rendered views")
+        problems.append(
+            f"{page.locator(WIDGET_VIEW).count()} widget outputs but {views.count()} rendered views"
+        )
     for v in range(views.count()):
         view = views.nth(v)
         for moved in range(1, 51):
-            untested = view.locator(f":is({CONTROLS}):not([data-site-test])").filter(visible=True)
+            untested = view.locator(
+                f":is({CONTROLS}):not([data-site-test])"
+            ).filter(visible=True)
             if untested.count() == 0:
                 break
-            untested.last.evaluate("(control, id) => control.dataset.siteTest = id", str(moved))
+            untested.last.evaluate(
+                "(control, id) => control.dataset.siteTest = id", str(moved)
+            )
             control = view.locator(f'[data-site-test="{moved}"]')
             problem = exercise(view, control)
             if problem:
                 problems.append(f"view {v + 1} of {views.count()}: {problem}")
         else:
-            problems.append(f"view {v + 1} of {views.count()}: gave up after 50 controls")
+            problems.append(
+                f"view {v + 1} of {views.count()}: gave up after 50 controls"
+            )
     return problems
 
 
 def exercise(view, control) -> str | None:
     """Move one control; say what went wrong, if anything."""
-    kind = next(k for k in KINDS if control.evaluate("(el, k) => el.classList.contains('widget-' + k)", k))
+    kind = next(
+        k
+        for k in KINDS
+        if control.evaluate(
+            "(el, k) => el.classList.contains('widget-' + k)", k
+        )
+    )
     value, move = KINDS[kind]
     name = f"{kind} {control.locator('.widget-label').first.inner_text().strip() or '(no label)'!r}"
     # The control itself is masked: the rest of the view (what it is linked to) must change.
     # Nor may a focus ring or a hover left by the previous move count as a change.
     unfocus_and_unhover(view.page)
-    old, before = value(control), view.screenshot(mask=[control], animations="disabled")
+    old, before = (
+        value(control),
+        view.screenshot(mask=[control], animations="disabled"),
+    )
     move(control)
     if not eventually(lambda: value(control) != old):
         return f"{name} did not move (its value stayed {old!r})"
     unfocus_and_unhover(view.page)
-    if not eventually(lambda: view.screenshot(mask=[control], animations="disabled") != before):
+    if not eventually(
+        lambda: (
+            view.screenshot(mask=[control], animations="disabled") != before
+        )
+    ):
         return f"moving {name} from {old!r} to {value(control)!r} did not change the view"
     print(f"moved {name} from {old!r} to {value(control)!r}: the view changed")
     return None
@@ -471,17 +713,23 @@ def toggle_buttons_value(control):
 
 
 def toggle_buttons_move(control):
-    control.locator("button:not(.mod-active)").filter(visible=True).first.click()
+    control.locator("button:not(.mod-active)").filter(
+        visible=True
+    ).first.click()
 
 
-def slider_value(control):  # a selection slider's readout is its option's label
+def slider_value(
+    control,
+):  # a selection slider's readout is its option's label
     return control.locator(".widget-readout").first.inner_text().strip()
 
 
 def slider_move(control):
     # The slider is a noUiSlider, whose handle takes the arrow keys; at the end, it steps back.
     handle = control.locator(".noUi-handle").first
-    at_end = float(handle.get_attribute("aria-valuenow")) >= float(handle.get_attribute("aria-valuemax"))
+    at_end = float(handle.get_attribute("aria-valuenow")) >= float(
+        handle.get_attribute("aria-valuemax")
+    )
     handle.focus()
     handle.press("ArrowLeft" if at_end else "ArrowRight")
 
@@ -492,10 +740,16 @@ def dropdown_value(control):
 
 def dropdown_move(control):
     select = control.locator("select")
-    options = select.locator("option").evaluate_all("options => options.map(o => o.value)")
-    select.select_option(next((o for o in options if o != select.input_value()), None))
+    options = select.locator("option").evaluate_all(
+        "options => options.map(o => o.value)"
+    )
+    select.select_option(
+        next((o for o in options if o != select.input_value()), None)
+    )
 
 
-KINDS = {"toggle-buttons": (toggle_buttons_value, toggle_buttons_move),
-         "slider": (slider_value, slider_move),
-         "dropdown": (dropdown_value, dropdown_move)}
+KINDS = {
+    "toggle-buttons": (toggle_buttons_value, toggle_buttons_move),
+    "slider": (slider_value, slider_move),
+    "dropdown": (dropdown_value, dropdown_move),
+}
