@@ -5,12 +5,22 @@ On the built site each listing is a ``literalinclude`` of the package's file.
 On Colab or in JupyterLab that directive is plain text, so every listing is
 followed by a cell (removed from the site) that calls :func:`show_source` with
 the same target: the code comes from the installed package, never from a copy.
+
+A chapter shows the lines that compute an idea: :func:`core` drops the
+docstrings and the argument checks that open a function, each run of them
+replaced by one ``...`` line that says what was left out. The whole function
+is on its page of the annotated source, one click away.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+import textwrap
+
+# What a function's opening checks and docstring become in an excerpt.
+LEFT_OUT = "...  # {}: in the annotated source"
 
 
 def _resolve(dotted: str):
@@ -87,15 +97,94 @@ def source_text(
     return "".join(lines[first:last])
 
 
+def _called_name(node) -> str:
+    """The name a call calls: ``f`` for ``f(...)``, ``m`` for ``x.m(...)``."""
+    func = node.func if isinstance(node, ast.Call) else None
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _is_docstring(node) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def _is_check(node) -> bool:
+    """A statement that only checks the arguments: a call of a ``check_*``
+    function, an ``if`` whose body only checks or raises, a loop of checks."""
+    if isinstance(node, ast.Expr):
+        return _called_name(node.value).lstrip("_").startswith("check_")
+    if isinstance(node, ast.If):
+        return all(
+            _is_check(s) or isinstance(s, ast.Raise) for s in node.body
+        ) and all(
+            _is_check(s) or isinstance(s, ast.Raise) for s in node.orelse
+        )
+    if isinstance(node, ast.For):
+        return all(_is_check(s) for s in node.body) and not node.orelse
+    return False
+
+
+def core(text: str) -> str:
+    """``text``, the source of a function, method or class, without its
+    docstrings and the argument checks in each function's body.
+
+    Each run of statements left out becomes one line at its indentation,
+    ``...  # argument checks: in the annotated source``; what is left is the
+    code that computes. A body that would be left empty is kept whole.
+    """
+    lines = text.splitlines()
+    tree = ast.parse(textwrap.dedent(text))
+    cuts = []  # (first line, last line, what), 1-based in ``text``
+    for node in ast.walk(tree):
+        if not isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        ):
+            continue
+        function = not isinstance(node, ast.ClassDef)
+        dropped = [
+            (index == 0 and _is_docstring(statement))
+            or (function and _is_check(statement))
+            for index, statement in enumerate(node.body)
+        ]
+        if all(dropped):
+            continue
+        run = []
+        for statement, drop in zip(node.body + [None], dropped + [False]):
+            if drop:
+                run.append(statement)
+                continue
+            if run:
+                docstring = _is_docstring(run[0]) and run[0] is node.body[0]
+                checks = len(run) > docstring
+                what = " and ".join(
+                    ["docstring"] * docstring + ["argument checks"] * checks
+                )
+                cuts.append((run[0].lineno, run[-1].end_lineno, what))
+                run = []
+    for first, last, what in sorted(cuts, reverse=True):
+        indent = lines[first - 1][: -len(lines[first - 1].lstrip())]
+        lines[first - 1 : last] = [indent + LEFT_OUT.format(what)]
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
 def show_source(
     target: str,
     start_at: str | None = None,
     end_before: str | None = None,
     end_at: str | None = None,
+    core: bool = False,
 ) -> None:
     """Display :func:`source_text` as a highlighted Python block (Markdown
-    output)."""
+    output); with ``core``, its :func:`core`, as the chapter's listing with
+    ``:core:`` shows it."""
     from IPython.display import Markdown, display
 
-    text = source_text(target, start_at, end_before, end_at).rstrip()
-    display(Markdown(f"```python\n{text}\n```"))
+    text = source_text(target, start_at, end_before, end_at)
+    if core:
+        text = globals()["core"](text)
+    display(Markdown(f"```python\n{text.rstrip()}\n```"))

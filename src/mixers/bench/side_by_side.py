@@ -7,21 +7,21 @@ the forward plus backward pass of each token mixer of the package, built by the
 model's own registry (``mixers.model.TOKEN_MIXERS``) as a causal layer of one
 block, on every path it has, in float32 and in bf16 autocast:
 
-=============  ===================  ===========================================
-mixer          paths                what a path is
-=============  ===================  ===========================================
-``attention``  ``eager``, ``sdpa``  ``dot_product_attention`` (scores
-                                    materialised) or torch's fused SDPA
-                                    (``is_causal``, no mask read)
-``rotary``     ``eager``, ``sdpa``  the same, q and k rotated first
-``alibi``      ``eager``, ``sdpa``, the bias built and added, or passed to SDPA
-               ``flex``             as a float mask, or computed inside a
-                                    compiled FlexAttention kernel
-``gmlp``       ``default``          the Spatial Gating Unit: W [L, L] times the
-                                    gate's half
-``amlp``       ``default``          the same with a tiny single-head attention
-                                    (SDPA) in the gate
-=============  ===================  ===========================================
+=============  ====================  ==========================================
+mixer          paths                 what a path is
+=============  ====================  ==========================================
+``attention``  ``eager``, ``sdpa``   ``dot_product_attention`` (scores
+                                     materialised) or torch's fused SDPA
+                                     (``is_causal``, no mask read)
+``rotary``     ``eager``, ``sdpa``   the same, q and k rotated first
+``alibi``      ``eager``, ``sdpa``,  the bias built and added, or passed to
+               ``flex``              SDPA as a float mask, or computed inside a
+                                     compiled FlexAttention kernel
+``gmlp``       ``default``           the Spatial Gating Unit: W [L, L] times
+                                     the gate's half
+``amlp``       ``default``           the same with a tiny single-head attention
+                                     (SDPA) in the gate
+=============  ====================  ==========================================
 
 and, for reference, the two channel mixers of the experiment (``gelu``,
 ``swiglu``), which cost the same per position at any length: a block of
