@@ -432,10 +432,12 @@ def test_bias_heads_draw_each_heads_bias_with_the_mask_left_blank():
             0.0,
         )  # shared: the most negative finite value to 0
         assert image.cmap.get_bad() == pytest.approx(to_rgba("#d9d9d9"))
+        # One row of panels: each names its key axis; only the first, on the
+        # left edge, its query axis (Axes.label_outer).
         assert (
             ax.get_title() == title
             and ax.get_xlabel() == "key j"
-            and ax.get_ylabel() == "query i"
+            and ax.get_ylabel() == ("query i" if h == 0 else "")
         )
     bar = colorbar_of(axes[-1].images[0])
     assert bar.ax.get_ylabel() == "bias"
@@ -664,8 +666,16 @@ def test_alibi_slope_grid_shows_minus_log2_of_each_heads_slope():
     np.testing.assert_allclose(np.ma.filled(shown, nan), expected, atol=1e-5)
     assert image.get_clim() == (0.0, 8.0)
     written = {(text.get_position(), text.get_text()) for text in ax.texts}
+
+    def halves(value):  # 3 -> "3", 3.5 -> "3½", 0.5 -> "½": two characters
+        whole, half = int(value), value % 1 == 0.5
+        return (str(whole) if whole or not half else "") + (
+            "½" if half else ""
+        )
+
+    assert all(text.get_fontsize() == plot.TEXT_POINTS for text in ax.texts)
     assert written == {
-        ((h, row), f"{value:g}")
+        ((h, row), halves(value))
         for row, values in enumerate(expected)
         for h, value in enumerate(values)
         if not math.isnan(value)
@@ -840,3 +850,20 @@ def test_benchmark_curves_plot_median_time_with_a_min_max_bar_and_peak_memory():
     assert ax.containers[0].get_label() == "eager (n/a)"
     with pytest.raises(ValueError, match="metric"):
         plot.benchmark_curves(results, metric="speed")
+
+
+def test_the_book_style_sets_all_text_to_text_points_and_the_smallest_is_found():
+    with plt.rc_context():
+        plot.use_book_style()  # outside a notebook: the style alone
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [0, 1], label="a line")
+        ax.set(title="title", xlabel="x", ylabel="y")
+        ax.legend()
+        assert plot.smallest_text_points(fig) == plot.TEXT_POINTS
+        ax.text(0.5, 0.5, "too small", fontsize=8)
+        ax.text(0.5, 0.5, "   ", fontsize=4)  # blank: nothing to read
+        assert plot.smallest_text_points(fig) == 8
+        plt.close(fig)
+    empty = plt.figure()
+    assert plot.smallest_text_points(empty) is None
+    plt.close(empty)

@@ -16,8 +16,11 @@ points them at another built copy) and Chromium (``apt-get install -y chromium``
 either they skip, unless ``MIXERS_REQUIRE_BROWSER=1`` (as in CI), where they fail.
 """
 
+import base64
 import functools
+import hashlib
 import http.server
+import json
 import os
 import re
 import shutil
@@ -28,6 +31,8 @@ from pathlib import Path
 
 import pytest
 from test_book import ROOT, toc_files
+
+from mixers.plot import SMALLEST_TEXT_KEY
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from annotated import page_of_module, parse_module  # noqa: E402
@@ -157,6 +162,7 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             untypeset_maths(page)
             + bad_images(page)
             + figures_unreadable(page)
+            + figure_text_too_small(page, page_path, width)
             + too_wide(page)
             + code_wraps(page)
             + tables_scroll_unseen(page)
@@ -340,6 +346,59 @@ def figures_unreadable(page, least_scale: float = 0.5) -> list[str]:
             problems.append(
                 f"figure {figure['src']} is shown at {figure['shown'] / natural:.2f} of its size "
                 f"({natural:.0f} px drawn, {figure['shown']:.0f} px shown)"
+            )
+    return problems
+
+
+def smallest_text_of_figures() -> dict[str, float]:
+    """Each chapter figure's image file (``_images/<sha256>.png``, MyST-NB's
+    name for it) -> the height of its smallest text in the picture's pixels,
+    as ``mixers.plot.use_book_style`` records it in the notebook's output."""
+    found = {}
+    for notebook in sorted((ROOT / "book").glob("*.ipynb")):
+        for cell in json.loads(notebook.read_text())["cells"]:
+            for output in cell.get("outputs", []):
+                png = output.get("data", {}).get("image/png")
+                metadata = output.get("metadata", {}).get("image/png", {})
+                if png and SMALLEST_TEXT_KEY in metadata:
+                    name = hashlib.sha256(base64.b64decode(png)).hexdigest()
+                    found[f"{name}.png"] = metadata[SMALLEST_TEXT_KEY]
+    return found
+
+
+SMALLEST_TEXT = smallest_text_of_figures()
+
+
+def figure_text_too_small(
+    page, page_path: str, width: str, least: float = 9.0
+) -> list[str]:
+    """On a phone every figure's smallest text is at least 9 CSS pixels tall:
+    its size in the picture (from the chapter's output, ``SMALLEST_TEXT``)
+    times the scale the picture is shown at. A chapter's figure that does not
+    record its text is a failure too."""
+    if (
+        width != "phone"
+        or not page_path.startswith("book/")
+        or "/" in page_path[5:]
+    ):
+        return []
+    images = page.evaluate("""() => [...document.querySelectorAll(
+            "article figure img, article .cell_output img")]
+        .filter(img => !img.closest(".jupyter-widgets") && img.naturalWidth)
+        .map(img => [img.getAttribute("src").split("/").pop(),
+                     img.getBoundingClientRect().width / img.naturalWidth])""")
+    problems = []
+    for name, scale in images:
+        if not name.endswith(".png"):
+            continue
+        if name not in SMALLEST_TEXT:
+            problems.append(f"figure {name} does not record its smallest text")
+            continue
+        shown = SMALLEST_TEXT[name] * scale
+        if shown < least:
+            problems.append(
+                f"figure {name}: its smallest text is {shown:.1f} CSS px on a phone "
+                f"(at least {least:g})"
             )
     return problems
 

@@ -28,7 +28,7 @@ from ._checks import (
 def _finish(ax, title: str | None):
     """The grid, legend and title every line plot here ends with."""
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize=TEXT_POINTS)
     if title:
         ax.set_title(title)
     return ax
@@ -88,6 +88,71 @@ def style(i: int, markers: bool = True) -> dict:
 # whose text column is about 340 pixels wide, such a figure is shown at half
 # its size or more.
 MAX_WIDTH = 6.5
+
+# The smallest text a figure of the book holds, in points, and the size of all
+# of it: shown at about 340/670 of its size on a 390-pixel phone, 13 points at
+# 100 pixels an inch are 9 CSS pixels or more (tests/test_site.py measures
+# every figure of every chapter). No text of a figure is set smaller.
+TEXT_POINTS = 13
+BOOK_STYLE = {
+    "font.size": TEXT_POINTS,
+    "axes.titlesize": TEXT_POINTS,
+    "axes.labelsize": TEXT_POINTS,
+    "xtick.labelsize": TEXT_POINTS,
+    "ytick.labelsize": TEXT_POINTS,
+    "legend.fontsize": TEXT_POINTS,
+    "legend.title_fontsize": TEXT_POINTS,
+    "figure.titlesize": TEXT_POINTS,
+}
+# The key under which a chapter's figure records, in its notebook output's
+# metadata, the height of its smallest text in the picture's own pixels.
+SMALLEST_TEXT_KEY = "mixers/smallest_text_px"
+
+
+def smallest_text_points(figure) -> float | None:
+    """The size, in points, of the smallest visible text in ``figure``: tick
+    labels, axis labels, titles, legends, annotations; None if it has none."""
+    sizes = [
+        text.get_fontsize()
+        for text in figure.findobj(plt.Text)
+        if text.get_visible() and text.get_text().strip()
+    ]
+    return min(sizes) if sizes else None
+
+
+def use_book_style() -> None:
+    """The book's figures from here on: text of ``TEXT_POINTS``, and, in a
+    notebook, every figure's PNG output (retina, as the chapters ask) recording
+    its smallest text in the picture's pixels (``SMALLEST_TEXT_KEY``), which
+    the browser test turns into the size a phone shows it at."""
+    plt.rcParams.update(BOOK_STYLE)
+    try:
+        from IPython import get_ipython
+        from IPython.core.pylabtools import retina_figure
+        from matplotlib_inline.config import InlineBackend
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def png(figure):
+        if not figure.axes and not figure.texts:
+            return None
+        # The inline backend's own options (bbox_inches="tight"), as it would.
+        options = InlineBackend.instance().print_figure_kwargs
+        data, metadata = retina_figure(figure, base64=False, **options)
+        points = smallest_text_points(figure)
+        if points is not None:
+            # retina: twice the figure's pixels per inch
+            metadata[SMALLEST_TEXT_KEY] = round(
+                points / 72 * figure.dpi * 2, 2
+            )
+        return data, metadata
+
+    from matplotlib.figure import Figure
+
+    shell.display_formatter.formatters["image/png"].for_type(Figure, png)
 
 
 def panel_grid(
@@ -241,13 +306,17 @@ def heatmap(
         )
     image = ax.imshow(values, cmap=cmap, **imshow_kwargs)
     if x_labels is not None:
-        ax.set_xticks(range(len(x_labels)), list(x_labels), fontsize="small")
+        ax.set_xticks(
+            range(len(x_labels)), list(x_labels), fontsize=TEXT_POINTS
+        )
     if y_labels is not None:
-        ax.set_yticks(range(len(y_labels)), list(y_labels), fontsize="small")
+        ax.set_yticks(
+            range(len(y_labels)), list(y_labels), fontsize=TEXT_POINTS
+        )
     if xlabel:
-        ax.set_xlabel(xlabel, fontsize="small")
+        ax.set_xlabel(xlabel, fontsize=TEXT_POINTS)
     if ylabel:
-        ax.set_ylabel(ylabel, fontsize="small")
+        ax.set_ylabel(ylabel, fontsize=TEXT_POINTS)
     if title:
         ax.set_title(title)
     if colorbar:
@@ -515,7 +584,7 @@ def seed_spread(
             capsize=3,
             zorder=3,
         )
-    ax.set_xticks(range(len(values)), list(values), fontsize="small")
+    ax.set_xticks(range(len(values)), list(values), fontsize=TEXT_POINTS)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, axis="y")
     if title:
@@ -577,8 +646,8 @@ def spatial_weights(
         # positions are whole numbers
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("j (read)", fontsize="small")
-        ax.set_ylabel("i (reads)", fontsize="small")
+        ax.set_xlabel("j (read)", fontsize=TEXT_POINTS)
+        ax.set_ylabel("i (reads)", fontsize=TEXT_POINTS)
     if colorbar:
         axes[0].figure.colorbar(
             axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02, label="W[i, j]"
@@ -616,7 +685,7 @@ def diagonal_profile(
     ax.set_ylabel("mean of diagonal k of W")
     ax.grid(alpha=0.3)
     if len(means) > 1:
-        ax.legend(fontsize="small")
+        ax.legend(fontsize=TEXT_POINTS)
     if title:
         ax.set_title(title)
     return ax
@@ -624,6 +693,15 @@ def diagonal_profile(
 
 # -----------------------------------------------------------------------------
 # ALiBi: slopes, bias matrices, extrapolation curves and the benchmark
+
+
+def _halves(value: float) -> str:
+    """``3`` for 3.0, ``3½`` for 3.5 (two characters, to fit a cell), else
+    one decimal."""
+    whole, half = divmod(round(value * 2), 2)
+    if abs(value * 2 - round(value * 2)) > 1e-6:
+        return f"{value:.1f}"
+    return (str(whole) if whole or not half else "") + ("½" if half else "")
 
 
 def alibi_slope_grid(
@@ -657,17 +735,17 @@ def alibi_slope_grid(
                 ax.text(
                     h,
                     row,
-                    f"{value:g}" if value == round(value) else f"{value:.1f}",
+                    _halves(value),
                     ha="center",
                     va="center",
-                    fontsize=7,
+                    fontsize=TEXT_POINTS,
                     color="white" if value > 4 else "black",
                 )
     ax.set_xticks(
-        range(width), [str(h) for h in range(width)], fontsize="small"
+        range(width), [str(h) for h in range(width)], fontsize=TEXT_POINTS
     )
     ax.set_yticks(
-        range(len(counts)), [str(n) for n in counts], fontsize="small"
+        range(len(counts)), [str(n) for n in counts], fontsize=TEXT_POINTS
     )
     ax.set_xlabel("head h")
     ax.set_ylabel("number of heads n")
@@ -718,11 +796,15 @@ def bias_heads(
         )
         ax.imshow(shown, cmap=colours, vmin=low, vmax=0.0)
         ax.set_title(
-            titles[h] if titles is not None else f"head {h}", fontsize="small"
+            titles[h] if titles is not None else f"head {h}",
+            fontsize=TEXT_POINTS,
         )
-        ax.set_xlabel("key j", fontsize="small")
-        ax.set_ylabel("query i", fontsize="small")
-        ax.tick_params(labelsize="x-small")
+        ax.set_xlabel("key j", fontsize=TEXT_POINTS)
+        ax.set_ylabel("query i", fontsize=TEXT_POINTS)
+        ax.tick_params(labelsize=TEXT_POINTS)
+        # In a grid of heads, only the outer panels name their axes: the
+        # panels get the room that repeated labels would take.
+        ax.label_outer()
     if colorbar:
         axes[0].figure.colorbar(
             axes[-1].images[0], ax=axes, shrink=0.85, pad=0.02, label="bias"
@@ -777,7 +859,7 @@ def extrapolation_curves(
                 (lengths[-1], values[-1]),
                 textcoords="offset points",
                 xytext=(10, 6),
-                fontsize="small",
+                fontsize=TEXT_POINTS,
                 color=line.get_color(),
             )
     ax.axvline(train_length, color="gray", linestyle=":", linewidth=1)
@@ -919,7 +1001,7 @@ def benchmark_curves(
         "median time (ms)" if metric == "time" else "peak memory (MiB)"
     )
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize=TEXT_POINTS)
     if title:
         ax.set_title(title)
     return ax
