@@ -181,6 +181,72 @@ def _default_q_offset(q_len: int, k_len: int) -> int:
     return k_len - q_len
 
 
+def _bias_positions(
+    q_len, k_len, q_offset, query_positions, key_positions, device, slopes
+):
+    """``alibi_bias``'s arguments checked and its defaults filled in:
+    ``(q_offset, query_positions, key_positions, device)``, the positions
+    integer (int64) or floating point, on ``device``."""
+    check_positive_int("q_len", q_len)
+    check_positive_int("k_len", k_len)
+    if q_offset is None:
+        q_offset = _default_q_offset(q_len, k_len)
+    elif not isinstance(q_offset, int) or isinstance(q_offset, bool):
+        raise TypeError(
+            "q_offset must be an int >= 0 (the index of query 0 among the"
+            f" keys), got {q_offset!r}"
+        )
+    elif q_offset < 0:
+        raise ValueError(
+            "q_offset must be an int >= 0 (the index of query 0 among the"
+            f" keys), got {q_offset}"
+        )
+    if key_positions is not None:
+        key_positions = _check_positions(
+            key_positions, "key_positions", "k_len", k_len
+        )
+    if query_positions is not None:
+        query_positions = _check_positions(
+            query_positions, "query_positions", "q_len", q_len
+        )
+    if device is None:
+        given = key_positions if key_positions is not None else query_positions
+        device = given.device if given is not None else slopes.device
+
+    if query_positions is None:
+        if key_positions is None:
+            query_positions = torch.arange(
+                q_offset, q_offset + q_len, device=device
+            )
+        elif q_offset + q_len <= k_len:
+            query_positions = key_positions[..., q_offset : q_offset + q_len]
+        else:
+            raise ValueError(
+                "query_positions is needed when key_positions are given and"
+                f" q_offset + q_len = {q_offset + q_len} > k_len = {k_len}:"
+                " queries past the last key have no key positions to take"
+                " theirs from"
+            )
+    if key_positions is None:
+        key_positions = torch.arange(k_len, device=device)
+    # Integer positions as int64: differences of uint8 positions would wrap
+    # around below zero.
+    key_positions, query_positions = (
+        p.to(device) if p.is_floating_point() else p.to(device, torch.long)
+        for p in (key_positions, query_positions)
+    )
+    if (
+        key_positions.dim() == 2
+        and query_positions.dim() == 2
+        and key_positions.shape[0] != query_positions.shape[0]
+    ):
+        raise ValueError(
+            f"query_positions {tuple(query_positions.shape)} and key_positions"
+            f" {tuple(key_positions.shape)} must have the same batch size"
+        )
+    return q_offset, query_positions, key_positions, device
+
+
 def alibi_bias(
     slopes_or_n_heads,
     q_len: int,
@@ -223,72 +289,16 @@ def alibi_bias(
 
     Returns:
         ``[heads, q_len, k_len]``, or ``[batch, heads, q_len, k_len]`` when
-        either positions tensor
-        has a batch dim. Only differences of positions enter, so shifting all
-        positions by the
-        same amount changes nothing (why left padding is harmless once the pads
-        are masked).
+        either positions tensor has a batch dim. Only differences of positions
+        enter, so shifting all positions by the same amount changes nothing
+        (why left padding is harmless once the pads are masked).
     """
     slopes = as_slopes(slopes_or_n_heads)
-    check_positive_int("q_len", q_len)
     k_len = q_len if k_len is None else k_len
-    check_positive_int("k_len", k_len)
-    if q_offset is None:
-        q_offset = _default_q_offset(q_len, k_len)
-    elif not isinstance(q_offset, int) or isinstance(q_offset, bool):
-        raise TypeError(
-            "q_offset must be an int >= 0 (the index of query 0 among the"
-            f" keys), got {q_offset!r}"
-        )
-    elif q_offset < 0:
-        raise ValueError(
-            "q_offset must be an int >= 0 (the index of query 0 among the"
-            f" keys), got {q_offset}"
-        )
-    if key_positions is not None:
-        key_positions = _check_positions(
-            key_positions, "key_positions", "k_len", k_len
-        )
-    if query_positions is not None:
-        query_positions = _check_positions(
-            query_positions, "query_positions", "q_len", q_len
-        )
-    if device is None:
-        given = key_positions if key_positions is not None else query_positions
-        device = given.device if given is not None else slopes.device
-    dtype = slopes.dtype if dtype is None else dtype
-
-    if query_positions is None:
-        if key_positions is None:
-            query_positions = torch.arange(
-                q_offset, q_offset + q_len, device=device
-            )
-        elif q_offset + q_len <= k_len:
-            query_positions = key_positions[..., q_offset : q_offset + q_len]
-        else:
-            raise ValueError(
-                "query_positions is needed when key_positions are given and"
-                f" q_offset + q_len = {q_offset + q_len} > k_len = {k_len}:"
-                " queries past the last key have no key positions to take"
-                " theirs from"
-            )
-    if key_positions is None:
-        key_positions = torch.arange(k_len, device=device)
-    # Integer positions as int64: differences of uint8 positions would wrap
-    # around below zero.
-    key_positions, query_positions = (
-        p.to(device) if p.is_floating_point() else p.to(device, torch.long)
-        for p in (key_positions, query_positions)
+    q_offset, query_positions, key_positions, device = _bias_positions(
+        q_len, k_len, q_offset, query_positions, key_positions, device, slopes
     )
-    if (
-        key_positions.dim() == 2
-        and query_positions.dim() == 2
-        and key_positions.shape[0] != query_positions.shape[0]
-    ):
-        raise ValueError(
-            f"query_positions {tuple(query_positions.shape)} and key_positions"
-            f" {tuple(key_positions.shape)} must have the same batch size"
-        )
+    dtype = slopes.dtype if dtype is None else dtype
 
     # Subtract before any cast to floating point: int64 differences are exact
     # however far the positions run, whereas positions near 1e7 cast to float32

@@ -130,9 +130,8 @@ def precomputed_view(
 
     Returns:
         An ``ipywidgets.VBox``: the shared controls, then the pictures. Every
-        picture is drawn
-        now, so keep the grid small (its size is the product of the value
-        counts).
+        picture is drawn now, so keep the grid small (its size is the product
+        of the value counts).
     """
     import ipywidgets as widgets
 
