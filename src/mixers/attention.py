@@ -632,9 +632,18 @@ class MultiHeadAttention(nn.Module):
         bias = self.attention_bias(q_len, k_len, q.device, q.dtype)
         if bias is not None:
             _check_bias(bias, (q.shape[0], self.n_heads, q_len, k_len))
-        dropout_p = self.dropout if self.training else 0.0
+        out, weights = self._attend(q, k, v, attend, bias, need_weights)
+        out = self.out_proj(self.merge_heads(out))
+        return (out, weights) if need_weights else out
 
-        weights = None
+    def _attend(self, q, k, v, attend, bias, need_weights):
+        """The heads' attention, ``(out [batch, heads, q_len, d_head],
+        weights or None)``, on the path the call allows: eager (the weights are
+        asked for, or backend "eager"); the fused kernel told only
+        ``is_causal`` (causality is the only mask); else the fused kernel with
+        the mask and bias (``_fused_attention``)."""
+        q_len, k_len = q.shape[-2], k.shape[-2]
+        dropout_p = self.dropout if self.training else 0.0
         eager = need_weights or self.backend == "eager"
         # Nothing but causality: the fused kernel skips the future without
         # reading a mask. (is_causal aligns the mask top-left, which matches
@@ -649,10 +658,10 @@ class MultiHeadAttention(nn.Module):
         if not is_causal and not (bias is not None and self.bias_masks_future):
             attend = self._with_causal(attend, q_len, k_len, q.device)
         if eager:
-            out, weights = dot_product_attention(
+            return dot_product_attention(
                 q, k, v, attend, bias, self.scale, dropout_p
             )
-        elif is_causal:
+        if is_causal:
             out = fused_attention(
                 q,
                 k,
@@ -662,20 +671,19 @@ class MultiHeadAttention(nn.Module):
                 scale=self.scale,
                 cpu_bf16_in_float32=self.cpu_bf16_sdpa_in_float32,
             )
-        else:
-            out = _fused_attention(
-                q,
-                k,
-                v,
-                attend,
-                bias,
-                dropout_p,
-                self.scale,
-                self.cpu_bf16_sdpa_in_float32,
-                may_empty_rows=attend is not None or self.bias_may_empty_rows,
-            )
-        out = self.out_proj(self.merge_heads(out))
-        return (out, weights) if need_weights else out
+            return out, None
+        out = _fused_attention(
+            q,
+            k,
+            v,
+            attend,
+            bias,
+            dropout_p,
+            self.scale,
+            self.cpu_bf16_sdpa_in_float32,
+            may_empty_rows=attend is not None or self.bias_may_empty_rows,
+        )
+        return out, None
 
     def _project(self, query, key, value, mask, token_mask):
         """Checks the inputs and projects them: q ``[batch, heads, q_len,
