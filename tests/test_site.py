@@ -8,8 +8,9 @@ view shows; no line of code may wrap, and a table that scrolls sideways must sho
 first column in view; and the sidebar buttons must work: on a phone a tap on ☰ or on the
 contents button opens its drawer and a tap beside the drawer closes it, on a desktop ☰ hides and
 shows the sidebar. A full-page screenshot of each page at each width is saved beside the site, in
-``_build/screenshots/PAGE-WIDTH.png``, and one of the screen with each drawer open (phone) or the
-sidebar hidden (desktop), in ``PAGE-WIDTH-navigation.png`` and ``PAGE-WIDTH-contents.png``.
+``_build/screenshots/PAGE-WIDTH.png`` (PAGE: its path under ``book/``, a slash as a dash), and
+one of the screen with each drawer open (phone) or the sidebar hidden (desktop), in
+``PAGE-WIDTH-navigation.png`` and ``PAGE-WIDTH-contents.png``.
 
 The tests need the built site (``jupyter-book build . --warningiserror``; ``MIXERS_SITE_DIR``
 points them at another built copy) and Chromium (``apt-get install -y chromium``). Without
@@ -154,7 +155,7 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(
-            path=SCREENSHOTS / f"{Path(page_path).name}-{width}.png",
+            path=SCREENSHOTS / f"{screenshot_name(page_path)}-{width}.png",
             full_page=True,
         )
 
@@ -171,7 +172,9 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + annotated_source_incomplete(page, page_path, width)
             + exercise_views(page)
             + sidebars_dead(
-                page, width, SCREENSHOTS / f"{Path(page_path).name}-{width}"
+                page,
+                width,
+                SCREENSHOTS / f"{screenshot_name(page_path)}-{width}",
             )
         ):
             problems.setdefault(message, message)
@@ -348,6 +351,13 @@ def figures_unreadable(page, least_scale: float = 0.5) -> list[str]:
                 f"({natural:.0f} px drawn, {figure['shown']:.0f} px shown)"
             )
     return problems
+
+
+def screenshot_name(page_path: str) -> str:
+    """``book/alibi`` -> ``alibi``, ``book/source/alibi`` -> ``source-alibi``:
+    a chapter and the annotated page of its module do not overwrite each
+    other's screenshots."""
+    return str(Path(page_path).relative_to("book")).replace("/", "-")
 
 
 def smallest_text_of_figures() -> dict[str, float]:
