@@ -1,10 +1,10 @@
 """Sphinx extension: a module of the package as the book's annotated source.
 
 labml.ai's annotated implementations put each note beside the lines it
-explains. This builds such a page from a module itself, at build time::
+explains. This builds such a page from a module itself, at build time (the
+pages under ``book/source/`` are reStructuredText, one directive each)::
 
-    ```{annotated-source} ../../src/mixers/alibi.py
-    ```
+    .. annotated-source:: ../../src/mixers/alibi.py
 
 The module is cut into *sections*. A section is a run of notes, the module's
 own comments and docstrings, then the code that follows them up to the next
@@ -12,8 +12,9 @@ note. A function's or class's header (its decorators and ``def`` line) moves
 down beside its docstring, so the note that says what a function does sits
 next to its signature. Every line of the file is shown once: notes in the left
 column, typeset (docstrings and comments are reStructuredText, so ``.. math::``
-and ``:math:`` typeset as maths), and code in the right, highlighted. At phone
-width the columns stack (``book/_static/mixers.css``).
+and ``:math:`` typeset as maths), and code in the right, highlighted; a
+``# ----`` rule and the comment line after it become the heading of the part
+they open. At phone width the columns stack (``book/_static/mixers.css``).
 
 Anchors: every code line has the id ``L<n>`` (its line in the file) and every
 function, class and method its dotted name
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 
 from docutils import nodes
 from docutils.core import publish_doctree
-from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -166,7 +166,8 @@ def parse_module(source):
     """The module's sections, in order; every line of ``source`` is in one.
 
     Lines that are notes (comments alone on their line, docstrings) are in
-    ``notes``; every other line, blank ones included, is in ``code``.
+    ``blocks``, a ``# ----`` rule's title in ``title``; every other line,
+    blank ones included, is in ``code``.
     """
     tree = ast.parse(source)
     lines = source.split("\n")
@@ -316,7 +317,6 @@ class AnnotatedSource(SphinxDirective):
     """``annotated-source``: a module, note beside code, section by section."""
 
     required_arguments = 1
-    option_spec = {"module": directives.unchanged}
 
     def run(self):
         relative, filename = self.env.relfn2path(self.arguments[0])
@@ -332,7 +332,7 @@ class AnnotatedSource(SphinxDirective):
         row = nodes.container(classes=["annotated-section"])
         if section.intro:
             row["classes"].append("annotated-intro")
-        ids = [name for name in section.names]
+        ids = list(section.names)
         if section.title:
             ids.insert(0, nodes.make_id(section.title))
         row["ids"] = ids
