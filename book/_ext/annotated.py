@@ -41,6 +41,8 @@ from pygments.lexers import PythonLexer
 from sphinx import addnodes
 from sphinx.util.docutils import SphinxDirective
 
+from mixers.source import is_docstring
+
 # The folder of the package's modules, relative to the repository's root, and
 # the folder of the annotated pages, relative to the book's root.
 PACKAGE_ROOT = "src/"
@@ -75,56 +77,32 @@ class Section:
         return any(text.strip() for _, text in self.code)
 
 
+def _definitions(tree, prefix=""):
+    """Every function and class, nested ones too, in order: ``(dotted name,
+    its header's first line (decorators included), node)``."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(
+            child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        ):
+            header = min(
+                [child.lineno] + [d.lineno for d in child.decorator_list]
+            )
+            yield prefix + child.name, header, child
+            yield from _definitions(child, prefix + child.name + ".")
+
+
 def _docstrings(tree):
-    """{first line: (last line, dotted name or '', header's first line)}."""
+    """{first line: (last line, dotted name or '', header's first line)} of
+    the module's docstring and every function's and class's."""
     found = {}
-
-    def visit(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(
-                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-            ):
-                name = prefix + child.name
-                header = min(
-                    [child.lineno] + [d.lineno for d in child.decorator_list]
-                )
-                body = child.body[0]
-                if _is_docstring(body):
-                    found[body.lineno] = (body.end_lineno, name, header)
-                visit(child, name + ".")
-
-    if tree.body and _is_docstring(tree.body[0]):
+    if tree.body and is_docstring(tree.body[0]):
         first = tree.body[0]
         found[first.lineno] = (first.end_lineno, "", None)
-    visit(tree, "")
+    for name, header, node in _definitions(tree):
+        if is_docstring(node.body[0]):
+            body = node.body[0]
+            found[body.lineno] = (body.end_lineno, name, header)
     return found
-
-
-def _is_docstring(node):
-    return (
-        isinstance(node, ast.Expr)
-        and isinstance(node.value, ast.Constant)
-        and isinstance(node.value.value, str)
-    )
-
-
-def _definitions(tree):
-    """{header's first line: dotted name} of every function and class."""
-    names = {}
-
-    def visit(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(
-                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-            ):
-                header = min(
-                    [child.lineno] + [d.lineno for d in child.decorator_list]
-                )
-                names[header] = prefix + child.name
-                visit(child, prefix + child.name + ".")
-
-    visit(tree, "")
-    return names
 
 
 def _comment_lines(source):
@@ -174,7 +152,7 @@ def parse_module(source):
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the file
     docstrings = _docstrings(tree)
-    definitions = _definitions(tree)
+    definitions = {header: name for name, header, _ in _definitions(tree)}
     comments = _comment_lines(source)
     sections = [Section()]
     comment_ended = None  # the last line of the comment being read

@@ -105,7 +105,8 @@ def _called_name(node) -> str:
     return func.attr if isinstance(func, ast.Attribute) else ""
 
 
-def _is_docstring(node) -> bool:
+def is_docstring(node) -> bool:
+    """Whether a statement is a docstring: a string alone."""
     return (
         isinstance(node, ast.Expr)
         and isinstance(node.value, ast.Constant)
@@ -147,7 +148,7 @@ def core(text: str) -> str:
             continue
         function = not isinstance(node, ast.ClassDef)
         dropped = [
-            (index == 0 and _is_docstring(statement))
+            (index == 0 and is_docstring(statement))
             or (function and _is_check(statement))
             for index, statement in enumerate(node.body)
         ]
@@ -159,7 +160,7 @@ def core(text: str) -> str:
                 run.append(statement)
                 continue
             if run:
-                docstring = _is_docstring(run[0]) and run[0] is node.body[0]
+                docstring = is_docstring(run[0]) and run[0] is node.body[0]
                 checks = len(run) > docstring
                 what = " and ".join(
                     ["docstring"] * docstring + ["argument checks"] * checks
