@@ -5,7 +5,8 @@ another host, fail no request, log no console error or uncaught exception, show 
 maths, and have every image loaded and described by alt text; every control of an
 interactive view (the ipywidgets that the widget HTML manager renders) must change what the
 view shows; no line of code may wrap, and a table that scrolls sideways must show it and keep its
-first column in view; and the sidebar buttons must work: on a phone a tap on ☰ or on the
+first column in view; a chapter must read in one sitting (at most 16,000 px tall at desktop
+width, shown code at most 40 % of it); and the sidebar buttons must work: on a phone a tap on ☰ or on the
 contents button opens its drawer and a tap beside the drawer closes it, on a desktop ☰ hides and
 shows the sidebar. A full-page screenshot of each page at each width is saved beside the site, in
 ``_build/screenshots/PAGE-WIDTH.png`` (PAGE: its path under ``book/``, a slash as a dash), and
@@ -169,6 +170,7 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + tables_scroll_unseen(page)
             + too_heavy(page_path)
             + listings_scroll(page, width)
+            + chapter_too_long(page, page_path, width)
             + annotated_source_incomplete(page, page_path, width)
             + exercise_views(page)
             + sidebars_dead(
@@ -481,6 +483,42 @@ def listings_scroll(page, width: str) -> list[str]:
         .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
         .map(pre => `a listing of the package scrolls sideways (${pre.scrollWidth} px of ` +
                     `code in ${pre.clientWidth} px): ${JSON.stringify(pre.textContent.trim().slice(0, 60))}`)""")
+
+
+# A chapter is read in one sitting: at desktop width at most this tall, and the code it shows
+# (code cells and listings; code behind a closed "show code" toggle is not shown) at most this
+# share of its article's height. The rest of the source is one click away, annotated.
+CHAPTER_MOST_PX = 16_000
+CHAPTER_MOST_CODE_SHARE = 0.40
+SHOWN_CODE_HEIGHT = """(root) => [...root.querySelectorAll(
+        'div.cell_input, div.literal-block-wrapper, div.highlight')]
+    .filter(block => !block.parentElement.closest('div.cell_input, div.literal-block-wrapper')
+                     && !block.closest('details:not([open])'))
+    .reduce((sum, block) => sum + block.getBoundingClientRect().height, 0)"""
+
+
+def chapter_too_long(page, page_path: str, width: str) -> list[str]:
+    if width != "desktop" or not (ROOT / f"{page_path}.ipynb").is_file():
+        return []
+    height, article, code = page.evaluate(
+        f"""() => {{
+            const article = document.querySelector('article.bd-article');
+            return [document.documentElement.scrollHeight,
+                    article.getBoundingClientRect().height,
+                    ({SHOWN_CODE_HEIGHT})(article)];
+        }}"""
+    )
+    problems = []
+    if height > CHAPTER_MOST_PX:
+        problems.append(
+            f"the chapter is {height:,} px tall at 1280 px, more than {CHAPTER_MOST_PX:,}"
+        )
+    if code > CHAPTER_MOST_CODE_SHARE * article:
+        problems.append(
+            f"shown code takes {code / article:.0%} of the chapter's height, more than "
+            f"{CHAPTER_MOST_CODE_SHARE:.0%}"
+        )
+    return problems
 
 
 def annotated_source_incomplete(page, page_path: str, width: str) -> list[str]:
