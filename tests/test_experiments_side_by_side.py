@@ -74,9 +74,25 @@ def test_a_bad_pair_is_refused_by_name(label, message):
     assert repr(label) in str(info.value)
 
 
+def test_the_whole_validation_split_is_read_in_whole_windows_of_every_length():
+    plan = sbs.experiment_plan("cpu", 65, val_tokens=111_540)
+    longest = max(plan["eval_lengths"])
+    assert plan["eval_tokens"] == 111_540 // longest * longest
+    assert all(
+        plan["eval_tokens"] % length == 0 for length in plan["eval_lengths"]
+    )
+    assert (
+        plan["eval_lengths"][0] == plan["model"]["block_size"]
+    )  # loss_by_seed reads 1x
+    with pytest.raises(ValueError, match="pass val_tokens"):
+        sbs.experiment_plan("cpu", 65)
+    with pytest.raises(TypeError, match="val_tokens must be a positive int"):
+        sbs.experiment_plan("cpu", 65, val_tokens=1.5)
+
+
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu"])
 def test_every_pair_is_matched_to_the_target_within_the_tolerance(profile):
-    plan = sbs.experiment_plan(profile, 65)
+    plan = sbs.experiment_plan(profile, 65, val_tokens=111_540)
     target = plan["target_parameters"]
     assert plan["parameter_tolerance"] == sbs.PARAMETER_TOLERANCE == 0.02
     model = plan["model"]
@@ -256,6 +272,18 @@ def test_the_summary_is_at_each_pairs_best_learning_rate(results):
         assert row["loss_at_factor"]["1"]["n"] == len(plan["seeds"])
         assert (row["loss_at_factor"]["4"] is not None) == extrapolates
         assert row["parameters"] == plan["pairs"][pair]["parameters"]
+        # each seed's loss at 1x, for paired tests, at the best rate
+        at_best_runs = [r for r in mine if r["lr"] == row["best_lr"]]
+        assert row["loss_by_seed"] == {
+            str(r["seed"]): r["eval_lengths"][0]["loss"] for r in at_best_runs
+        }
+        assert statistics.fmean(row["loss_by_seed"].values()) == pytest.approx(
+            row["loss_at_factor"]["1"]["mean"]
+        )
+        assert row["still_improving"] == sum(
+            r["result"]["val_loss"][-1] == min(r["result"]["val_loss"])
+            for r in at_best_runs
+        )
 
 
 def test_smoke_results_have_provenance_and_serialise(results):

@@ -39,22 +39,29 @@ Like for like:
 * **data and steps**: the same token budget (steps × batch × length) for every
   run, and for a given seed the same initial seed and the same batches in the
   same order (``TrainConfig.seed``);
-* **learning rate**: the same schedule (warm-up, cosine decay) at each of three
-  peak learning rates (``lrs``) for every pair, so that no block is judged at a
-  learning rate tuned for another; the summary reports each pair at *its* best
-  learning rate, chosen on the mean best validation loss over the seeds (the
-  same numbers it then reports: a small optimistic bias, the same for every
-  pair; ``best_lr_at_edge`` flags a pair whose best rate is the smallest or
+* **learning rate**: the same schedule (warm-up, cosine decay) at each peak
+  learning rate of the sweep (``lrs``) for every pair, so that no block is
+  judged at a learning rate tuned for another; the summary reports each pair at
+  *its* best learning rate, chosen on the mean best validation loss over the
+  seeds (``best_lr_at_edge`` flags a pair whose best rate is the smallest or
   largest tried).
+* **evaluation**: every loss the summary reports is the final model's on the
+  same text, the whole validation split (``eval_tokens=None``: every
+  non-overlapping window of it, the same tokens at every length), not the
+  random windows the learning rate was chosen on: choosing and reporting on
+  the same numbers flatters the noisiest pairs most.
 
-Per run it records the best validation loss, the training throughput (tokens
-per second of the training steps alone), the peak memory of one training step
-(``train_step_peak_memory``) and the loss at 1, 2 and 4 times the training
-length (``evaluate_lengths``): learned positions and gMLP's W have exactly
-``block_size`` rows, so those models cannot read a longer sequence, and their
-loss there is ``None`` with the model's own error message, not a number. A
-summary per pair gives mean, standard deviation, minimum and maximum over the
-seeds at the pair's best learning rate.
+Per run it records the best validation loss during training, whether it was
+still falling at the last evaluation (``still_improving``), the training
+throughput (tokens per second of the training steps alone), the peak memory of
+one training step (``train_step_peak_memory``) and the loss at 1, 2 and 4 times
+the training length (``evaluate_lengths``): learned positions and gMLP's W have
+exactly ``block_size`` rows, so those models cannot read a longer sequence, and
+their loss there is ``None`` with the model's own error message, not a number.
+A summary per pair gives mean, standard deviation, minimum and maximum over the
+seeds at the pair's best learning rate, and each seed's loss
+(``loss_by_seed``), which ``mixers.stats.paired_test`` compares pair against
+pair, seed by seed.
 
 Long runs survive interruption, as every experiment's do
 (``mixers.experiments.run_jobs``): the command line saves every finished (pair,
@@ -76,6 +83,7 @@ from dataclasses import asdict, replace
 
 import torch
 
+from .._checks import check_positive_int
 from ..bench import peak_memory
 from ..data import CharDataset, random_batch
 from ..model import CHANNEL_MIXERS, TOKEN_MIXERS, LanguageModel, ModelConfig
@@ -100,9 +108,9 @@ NAME = "side_by_side"
 DURATIONS = {
     "smoke": "seconds",
     "cpu": (
-        "about 25 minutes on one CPU thread (48 runs of 600 steps, ~30 s each)"
+        "about an hour on one CPU thread (120 runs of 600 steps, ~30 s each)"
     ),
-    "gpu": "two to three hours on one GPU (72 runs of 2,500 steps)",
+    "gpu": "three to four hours on one GPU (120 runs of 2,500 steps)",
 }
 
 # One intra-op thread per run, as in the other experiments: for models this
@@ -134,8 +142,9 @@ PARAMETER_TOLERANCE = 0.02
 # change this experiment), the peak learning rates swept, the seeds, the
 # evaluation lengths as multiples of the training length, and how many
 # validation tokens each evaluation length reads (the same tokens at every
-# length). What every profile's training shares (the schedule's floor, AdamW's
-# decay and betas, clipping).
+# length; None: the whole split, cut to whole windows of the longest
+# length). What every profile's training shares (the schedule's floor,
+# AdamW's decay and betas, clipping).
 _TRAIN = dict(
     min_lr_ratio=0.1,
     weight_decay=0.1,
@@ -186,10 +195,12 @@ SETTINGS = {
             amp=True,
             cpu_amp=True,
         ),
-        lrs=(1.5e-3, 3e-3, 6e-3),
-        seeds=(0, 1),
+        # Three seeds, and a sweep wide enough that every pair's best rate can
+        # lie inside it (with three rates, half the pairs' lay at its edge).
+        lrs=(1.5e-3, 3e-3, 6e-3, 1.2e-2, 2.4e-2),
+        seeds=(0, 1, 2),
         factors=(1, 2, 4),
-        eval_tokens=16384,
+        eval_tokens=None,
     ),
     # Not run for the book (no GPU was available).
     "gpu": dict(
@@ -208,10 +219,10 @@ SETTINGS = {
             amp=True,
             cpu_amp=False,
         ),
-        lrs=(5e-4, 1e-3, 2e-3),
+        lrs=(2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3),
         seeds=(0, 1, 2),
         factors=(1, 2, 4),
-        eval_tokens=65536,
+        eval_tokens=None,
     ),
 }
 
@@ -390,12 +401,19 @@ def _check_seed(seed) -> None:
 
 
 def experiment_plan(
-    profile: str, vocab_size: int, pairs=None, lrs=None, seeds=None
+    profile: str,
+    vocab_size: int,
+    pairs=None,
+    lrs=None,
+    seeds=None,
+    val_tokens: int | None = None,
 ) -> dict:
     """The complete settings of a run of ``profile`` (JSON-able): model,
-    training, matched pairs, learning rates, seeds, evaluation lengths, device
-    and threads. Two runs with equal plans are runs of one experiment;
-    ``pairs``, ``lrs`` and ``seeds`` override the profile's.
+    training, matched pairs, learning rates, seeds, evaluation lengths and
+    tokens, device and threads. Two runs with equal plans are runs of one
+    experiment; ``pairs``, ``lrs`` and ``seeds`` override the profile's.
+    ``val_tokens``, the validation split's length, is needed where the profile
+    evaluates on the whole split.
     """
     base, settings, model = experiment_settings(profile, SETTINGS)
     pairs = _check_list("pairs", PAIRS if pairs is None else pairs, parse_pair)
@@ -416,6 +434,17 @@ def experiment_plan(
             f" ({model['block_size']}): the evaluation lengths are multiples"
             " of the training length"
         )
+    eval_lengths = [f * model["block_size"] for f in settings["factors"]]
+    eval_tokens = settings["eval_tokens"]
+    # None: the whole split, in whole windows of every length
+    if eval_tokens is None:
+        if val_tokens is None:
+            raise ValueError(
+                f"profile {profile!r} evaluates on the whole validation split:"
+                " pass val_tokens, its length in tokens"
+            )
+        check_positive_int("val_tokens", val_tokens)
+        eval_tokens = val_tokens // max(eval_lengths) * max(eval_lengths)
     device = default_device()
     plan = {
         "model": model,
@@ -429,8 +458,8 @@ def experiment_plan(
             train["steps"] * train["batch_size"] * train["seq_len"]
         ),
         "eval_factors": list(settings["factors"]),
-        "eval_lengths": [f * model["block_size"] for f in settings["factors"]],
-        "eval_tokens": settings["eval_tokens"],
+        "eval_lengths": eval_lengths,
+        "eval_tokens": eval_tokens,
         "eval_split": "val",
         "device_type": device.type,
         "threads_per_run": CPU_THREADS if device.type == "cpu" else None,
@@ -550,6 +579,8 @@ def run_one(
         **info,
         "best_val_loss": result.best_val_loss,
         "final_val_loss": result.final_val_loss,
+        # the last evaluation was the best: training had not levelled off
+        "still_improving": result.val_loss[-1] <= min(result.val_loss),
         "tokens_per_s": result.tokens_per_s,  # of the training steps alone
         "train_time_s": result.train_time_s,
         "wall_time_s": result.wall_time_s + time.perf_counter() - start,
@@ -622,6 +653,12 @@ def _summarize_pair(mine: list[dict], plan: dict) -> dict:
         "best_lr_at_edge": best["lr"] in (min(plan["lrs"]), max(plan["lrs"])),
         "seeds": [run["seed"] for run in at_best],
         "best_val_loss": best["best_val_loss"],
+        # the final model on the whole evaluation text, seed by seed, for
+        # paired comparisons (None where it could not be scored)
+        "loss_by_seed": {
+            str(run["seed"]): run["eval_lengths"][0]["loss"] for run in at_best
+        },
+        "still_improving": sum(run["still_improving"] for run in at_best),
         # None where the model cannot read that length
         "loss_at_factor": (loss_at),
         # The work of a step does not depend on the learning rate or the seed:
@@ -687,7 +724,12 @@ def run(
     start = time.perf_counter()
     dataset = CharDataset.shakespeare()
     plan = experiment_plan(
-        profile, dataset.tokenizer.vocab_size, pairs, lrs, seeds
+        profile,
+        dataset.tokenizer.vocab_size,
+        pairs,
+        lrs,
+        seeds,
+        val_tokens=len(dataset.val),
     )
     device = default_device()
     experiment = Experiment(
