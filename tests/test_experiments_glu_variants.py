@@ -132,12 +132,12 @@ def test_smoke_results_have_provenance_and_serialise(results):
     )
 
 
-def _diverge_relu_in_a_worker(profile, job):
-    """``_run_in_worker`` whose relu runs diverge. Defined here, at the top level, so that a spawned
+def _diverge_relu_in_a_worker(profile, progress, dataset, job):
+    """``_run_job`` whose relu runs diverge. Defined here, at the top level, so that a spawned
     worker can import it (the workers get this process's sys.path, which holds tests/)."""
     if job[0] == "relu":
         raise TrainingDiverged("the training loss is nan at step 7")
-    return glu_variants._run_in_worker(profile, job)
+    return glu_variants._run_job(profile, progress, dataset, job)
 
 
 @pytest.mark.skipif(
@@ -149,9 +149,7 @@ def test_two_worker_processes_give_the_same_runs_and_keep_them_when_one_diverges
 ):
     """The cpu profile spreads runs over two processes: seeded runs must not notice, and a run that
     diverges in a worker is recorded there while the others are kept."""
-    monkeypatch.setattr(
-        glu_variants, "_run_in_worker", _diverge_relu_in_a_worker
-    )
+    monkeypatch.setattr(glu_variants, "_run_job", _diverge_relu_in_a_worker)
     parallel = glu_variants.run(
         "smoke",
         progress=False,

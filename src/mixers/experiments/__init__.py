@@ -18,10 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from concurrent.futures import Executor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from contextlib import closing, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -29,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import check_positive_int
-from ..data import sequential_windows
+from ..data import CharDataset, sequential_windows
 from ..model import LanguageModel
 
 # PROFILE_ORDER, load_results and results_path: re-exported, the chapters
@@ -464,6 +466,44 @@ def run_jobs(
                 _save_partial(path, experiment, done)
                 print(_report(experiment, len(done), record), flush=True)
     return [done[job] for job in experiment.jobs], resumed
+
+
+# The corpus of a worker process, loaded once when the process starts.
+_WORKER_DATASET = None
+
+
+def _init_worker(threads: int) -> None:
+    global _WORKER_DATASET
+    torch.set_num_threads(threads)
+    _WORKER_DATASET = CharDataset.shakespeare()
+
+
+def _in_worker(run_job: Callable, job: tuple) -> dict:
+    return run_job(_WORKER_DATASET, job)
+
+
+def run_jobs_in_processes(
+    experiment: Experiment,
+    run_job: Callable,
+    dataset: CharDataset,
+    workers: int,
+    threads: int,
+) -> tuple[list[dict], int]:
+    """``run_jobs``, calling ``run_job(dataset, job)``: in this process with
+    ``workers=1``, else over ``workers`` processes of ``threads`` threads each,
+    one run per core (they show no bars). ``run_job`` must pickle: a
+    module-level function, or a ``functools.partial`` of one."""
+    check_positive_int("workers", workers)
+    if workers == 1:
+        return run_jobs(experiment, lambda job: run_job(dataset, job))
+    # spawn, not fork: a forked child would inherit this process's OpenMP state
+    with ProcessPoolExecutor(
+        workers,
+        mp_context=get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(threads,),
+    ) as pool:
+        return run_jobs(experiment, partial(_in_worker, run_job), pool)
 
 
 def first_provenance(runs: list[dict], profile: str) -> dict:

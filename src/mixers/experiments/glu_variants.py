@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from functools import partial
-from multiprocessing import get_context
 
 import torch
 
@@ -49,7 +47,7 @@ from . import (
     first_provenance,
     main,
     profile_settings,
-    run_jobs,
+    run_jobs_in_processes,
 )
 
 NAME = "glu_variants"
@@ -225,19 +223,11 @@ def run_one(
     }
 
 
-# A worker process loads the corpus once and then trains the runs it is handed.
-_WORKER_DATASET: CharDataset | None = None
-
-
-def _init_worker(threads: int) -> None:
-    global _WORKER_DATASET
-    torch.set_num_threads(threads)
-    _WORKER_DATASET = CharDataset.shakespeare()
-
-
-def _run_in_worker(profile: str, job: tuple[str, int]) -> dict:
+def _run_job(
+    profile: str, progress: bool, dataset: CharDataset, job: tuple[str, int]
+) -> dict:
     variant, seed = job
-    return run_one(_WORKER_DATASET, profile, variant, seed)
+    return run_one(dataset, profile, variant, seed, progress=progress)
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -332,30 +322,6 @@ def shared_settings(
     }
 
 
-def _run_all(
-    experiment: Experiment, dataset: CharDataset, workers: int, progress: bool
-) -> tuple[list[dict], int]:
-    """``run_jobs`` in this process, or spread over ``workers`` processes
-    (which show no bars)."""
-    if workers == 1:
-        return run_jobs(
-            experiment,
-            lambda job: run_one(
-                dataset, experiment.profile, *job, progress=progress
-            ),
-        )
-    # spawn, not fork: a forked child would inherit this process's OpenMP state
-    with ProcessPoolExecutor(
-        workers,
-        mp_context=get_context("spawn"),
-        initializer=_init_worker,
-        initargs=(CPU_THREADS,),
-    ) as pool:
-        return run_jobs(
-            experiment, partial(_run_in_worker, experiment.profile), pool
-        )
-
-
 def run(
     profile: str,
     progress: bool = True,
@@ -397,7 +363,13 @@ def run(
     )
 
     with cpu_threads(CPU_THREADS, enabled=on_cpu):
-        runs, resumed = _run_all(experiment, dataset, workers, progress)
+        runs, resumed = run_jobs_in_processes(
+            experiment,
+            partial(_run_job, profile, progress and workers == 1),
+            dataset,
+            workers,
+            CPU_THREADS,
+        )
     model_settings = shared["model"]
     return {
         "experiment": NAME,
