@@ -5,13 +5,13 @@ another host, fail no request, log no console error or uncaught exception, show 
 maths, and have every image loaded and described by alt text; every control of an
 interactive view (the ipywidgets that the widget HTML manager renders) must change what the
 view shows; no line of code may wrap, and a table that scrolls sideways must show it and keep its
-first column in view; a chapter must read in one sitting (at most 16,000 px tall at desktop
-width, shown code at most 40 % of it); and the sidebar buttons must work: on a phone a tap on ☰ or on the
-contents button opens its drawer and a tap beside the drawer closes it, on a desktop ☰ hides and
-shows the sidebar. A full-page screenshot of each page at each width is saved beside the site, in
-``_build/screenshots/PAGE-WIDTH.png`` (PAGE: its path under ``book/``, a slash as a dash), and
-one of the screen with each drawer open (phone) or the sidebar hidden (desktop), in
-``PAGE-WIDTH-navigation.png`` and ``PAGE-WIDTH-contents.png``.
+first column in view; at desktop width no displayed equation may scroll, and a chapter must read
+in one sitting (at most 16,000 px tall, shown code at most 40 % of it); and the sidebar buttons
+must work: on a phone a tap on ☰ or on the contents button opens its drawer and a tap beside the
+drawer closes it, on a desktop ☰ hides and shows the sidebar. A full-page screenshot of each
+page at each width is saved beside the site, in ``_build/screenshots/PAGE-WIDTH.png`` (PAGE: its
+path under ``book/``, a slash as a dash), and one of the screen with each drawer open (phone) or
+the sidebar hidden (desktop), in ``PAGE-WIDTH-navigation.png`` and ``PAGE-WIDTH-contents.png``.
 
 The tests need the built site (``jupyter-book build . --warningiserror``; ``MIXERS_SITE_DIR``
 points them at another built copy) and Chromium (``apt-get install -y chromium``). Without
@@ -170,6 +170,7 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + tables_scroll_unseen(page)
             + too_heavy(page_path)
             + listings_scroll(page, width)
+            + equations_scroll(page, width)
             + chapter_too_long(page, page_path, width)
             + annotated_source_incomplete(page, page_path, width)
             + exercise_views(page)
@@ -483,6 +484,17 @@ def listings_scroll(page, width: str) -> list[str]:
         .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
         .map(pre => `a listing of the package scrolls sideways (${pre.scrollWidth} px of ` +
                     `code in ${pre.clientWidth} px): ${JSON.stringify(pre.textContent.trim().slice(0, 60))}`)""")
+
+
+def equations_scroll(page, width: str) -> list[str]:
+    """At desktop width every displayed equation fits the text column: one that
+    scrolls hides its end with no cue (on a phone, scrolling is the answer)."""
+    if width != "desktop":
+        return []
+    return page.evaluate("""() => [...document.querySelectorAll('mjx-container[display="true"]')]
+        .filter(maths => maths.scrollWidth > maths.clientWidth + 1)
+        .map(maths => `an equation scrolls sideways (${maths.scrollWidth} px in ` +
+                      `${maths.clientWidth} px): ${JSON.stringify(maths.textContent.slice(0, 60))}`)""")
 
 
 # A chapter is read in one sitting: at desktop width at most this tall, and the code it shows
