@@ -18,6 +18,7 @@ from mixers.attention import (
     DotProductAttention,
     MultiHeadAttention,
     SingleLayerAttention,
+    attention_in_blocks,
     causal_mask,
     dot_product_attention,
     fused_attention,
@@ -1122,3 +1123,60 @@ x8 = torch.randn(2, 3, 8)
 def test_bad_input_raises_an_error_naming_the_argument(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+# -----------------------------------------------------------------------------
+# Attention in blocks (the online softmax) against torch's own attention.
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 7, 12, 50])
+@pytest.mark.parametrize(
+    "q_shape, k_len, d_v",
+    [((2, 3, 5, 8), 12, 8), ((1, 9, 16), 9, 4), ((4, 1, 8), 30, 8)],
+)
+def test_attention_in_blocks_equals_torch_attention(
+    block_size, q_shape, k_len, d_v
+):
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(*q_shape, generator=g, dtype=torch.float64)
+    k = torch.randn(
+        *q_shape[:-2], k_len, q_shape[-1], generator=g, dtype=torch.float64
+    )
+    v = torch.randn(
+        *q_shape[:-2], k_len, d_v, generator=g, dtype=torch.float64
+    )
+    expected = F.scaled_dot_product_attention(q, k, v)
+    got = attention_in_blocks(q, k, v, block_size=block_size)
+    assert got.shape == expected.shape
+    assert torch.allclose(got, expected, atol=1e-12, rtol=0)
+
+
+def test_attention_in_blocks_never_overflows():
+    # scores in the thousands: exp(s) alone would overflow; the running maximum keeps every
+    # exponent at most 0, even when a later block holds the largest score
+    q = torch.full((1, 2, 4), 40.0, dtype=torch.float64)
+    k = (
+        torch.linspace(-30, 30, 10, dtype=torch.float64)[:, None]
+        .expand(10, 4)
+        .contiguous()[None]
+    )
+    v = torch.randn(
+        1,
+        10,
+        3,
+        dtype=torch.float64,
+        generator=torch.Generator().manual_seed(1),
+    )
+    got = attention_in_blocks(q, k, v, block_size=3)
+    assert torch.isfinite(got).all()
+    assert torch.allclose(
+        got, F.scaled_dot_product_attention(q, k, v), atol=1e-12, rtol=0
+    )
+
+
+def test_attention_in_blocks_refuses_bad_input_by_name():
+    q = k = v = torch.randn(1, 4, 8)
+    with pytest.raises((TypeError, ValueError), match="block_size"):
+        attention_in_blocks(q, k, v, block_size=0)
+    with pytest.raises(ValueError, match="k must have the last dim"):
+        attention_in_blocks(q, torch.randn(1, 4, 6), v)

@@ -293,6 +293,46 @@ def dot_product_attention(
     return dropped @ v, weights
 
 
+def attention_in_blocks(
+    q: Tensor, k: Tensor, v: Tensor, block_size: int = 64
+) -> Tensor:
+    r"""``softmax(q kᵀ / sqrt(d_k)) v`` without ever holding all the scores:
+    the keys are read ``block_size`` at a time, with the online softmax that
+    fused kernels (FlashAttention) tile. For teaching and testing; the layers
+    call torch's fused kernel.
+
+    Per query it keeps three running values over the keys read so far: the
+    largest score :math:`m`, the sum :math:`\ell = \sum_j e^{s_j - m}`, and
+    the weighted sum of the values :math:`o = \sum_j e^{s_j - m} v_j`. A new
+    block whose scores reach :math:`m' > m` rescales both sums by
+    :math:`e^{m - m'}`; at the end :math:`o / \ell` is the softmax average.
+    Memory: ``[..., q_len, block_size]`` scores at a time instead of ``[...,
+    q_len, k_len]``. No mask (every query reads every key).
+
+    q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[..., k_len, d_v]``
+    -> ``[..., q_len, d_v]``.
+    """
+    _check_qkv(q, k, v)
+    check_positive_int("block_size", block_size)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    rows = q.shape[:-1] + (1,)
+    largest = torch.full(rows, -math.inf, dtype=q.dtype, device=q.device)
+    total = torch.zeros(rows, dtype=q.dtype, device=q.device)
+    out = torch.zeros(
+        q.shape[:-1] + v.shape[-1:], dtype=q.dtype, device=q.device
+    )
+    for start in range(0, k.shape[-2], block_size):
+        keys = k[..., start : start + block_size, :]
+        scores = (q @ keys.transpose(-2, -1)) * scale  # [..., q_len, block]
+        new_largest = torch.maximum(largest, scores.amax(-1, keepdim=True))
+        rescale = torch.exp(largest - new_largest)  # e^(m - m'); 0 at first
+        weights = torch.exp(scores - new_largest)  # each at most 1
+        total = total * rescale + weights.sum(-1, keepdim=True)
+        out = out * rescale + weights @ v[..., start : start + block_size, :]
+        largest = new_largest
+    return out / total
+
+
 # -----------------------------------------------------------------------------
 # Layers with a single score function.
 
