@@ -109,8 +109,8 @@ NAME = "side_by_side"
 DURATIONS = {
     "smoke": "seconds",
     "cpu": (
-        "about half an hour on two CPU cores (120 runs of 600 steps, ~30 s"
-        " each, two at a time)"
+        "about 80 minutes on a quiet two-core CPU (120 runs of 600 steps,"
+        " two at a time)"
     ),
     "gpu": "three to four hours on one GPU (120 runs of 2,500 steps)",
 }
@@ -177,10 +177,11 @@ SETTINGS = {
         factors=(1, 2, 4),
         eval_tokens=512,
     ),
-    # Sized so that all 48 runs fit in about 30 minutes on one thread of a
-    # shared two-core AMD EPYC: measured there, a training step took 39-56 ms
-    # (SwiGLU attention fastest, gMLP slowest; 44 ms on average) in bf16
-    # autocast, and evaluating a run about 2 s, so a run takes about 30 s.
+    # Sized for a two-core AMD EPYC: there one run alone on a thread took a
+    # training step of 39-56 ms (SwiGLU attention fastest, gMLP slowest; 44 ms
+    # on average) in bf16 autocast, about 30 s a run. Two runs at once, one per
+    # core, took about 80 s each: together a little slower than one at a time
+    # on these cores.
     "cpu": dict(
         model=dict(
             d_model=128, n_layers=2, n_heads=4, block_size=64, dropout=0.0
