@@ -440,6 +440,42 @@ def test_a_crash_while_saving_leaves_the_previous_partial_file_whole(
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
+def test_a_sweep_extended_for_one_pair_runs_only_its_new_jobs(
+    tmp_path, monkeypatch
+):
+    with save_runs(tmp_path):
+        first = sbs.run("smoke", progress=False, **SMALL)
+    # as the command line leaves it: the finished runs, as a partial file
+    partial_path("side_by_side", "smoke", tmp_path).write_text(
+        json.dumps({"settings": first["settings"], "runs": first["runs"]})
+    )
+    monkeypatch.setitem(
+        sbs.SETTINGS["smoke"], "extra_lrs", {"gmlp": (1.2e-2,)}
+    )
+    counted = Interrupt(None)
+    monkeypatch.setattr(sbs, "run_one", counted)
+    with save_runs(tmp_path):
+        extended = sbs.run("smoke", progress=False, **SMALL)
+    assert counted.jobs == [("gmlp", 1.2e-2, 0)]  # only the new job ran
+    assert extended["provenance"]["resumed_runs"] == len(first["runs"])
+    assert extended["settings"]["extra_lrs"] == {"gmlp": [1.2e-2]}
+    pairs = extended["summary"]["pairs"]
+    assert list(pairs["gmlp"]["by_lr"]) == ["0.003", "0.006", "0.012"]
+    assert list(pairs["attention+gelu"]["by_lr"]) == ["0.003", "0.006"]
+    assert (
+        pairs["attention+gelu"] == first["summary"]["pairs"]["attention+gelu"]
+    )
+    assert pairs["gmlp"]["best_lr_at_edge"] == (
+        pairs["gmlp"]["best_lr"] in (3e-3, 1.2e-2)
+    )
+
+
+def test_an_extra_rate_already_in_the_sweep_is_refused(monkeypatch):
+    monkeypatch.setitem(sbs.SETTINGS["smoke"], "extra_lrs", {"gmlp": (3e-3,)})
+    with pytest.raises(ValueError, match="extra_lrs for gmlp repeat a rate"):
+        sbs.experiment_plan("smoke", 65, **SMALL)
+
+
 def test_a_rerun_with_other_settings_refuses_to_mix_them(
     tmp_path, monkeypatch
 ):

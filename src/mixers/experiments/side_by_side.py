@@ -44,7 +44,9 @@ Like for like:
   judged at a learning rate tuned for another; the summary reports each pair at
   *its* best learning rate, chosen on the mean best validation loss over the
   seeds (``best_lr_at_edge`` flags a pair whose best rate is the smallest or
-  largest tried).
+  largest tried). A pair whose best rate lies at the edge gets more rates of
+  its own (``extra_lrs``), run after the sweep as extra jobs, so that a grown
+  sweep resumes from the runs it has.
 * **evaluation**: every loss the summary reports is the final model's on the
   same text, the whole validation split (``eval_tokens=None``: every
   non-overlapping window of it, the same tokens at every length), not the
@@ -201,6 +203,9 @@ SETTINGS = {
         # Three seeds, and a sweep wide enough that every pair's best rate can
         # lie inside it (with three rates, half the pairs' lay at its edge).
         lrs=(1.5e-3, 3e-3, 6e-3, 1.2e-2, 2.4e-2),
+        # gMLP's best rate was the sweep's largest: the sweep goes on for it
+        # (and only it) until its best lies inside.
+        extra_lrs={"gmlp": (4.8e-2,)},
         seeds=(0, 1, 2),
         factors=(1, 2, 4),
         eval_tokens=None,
@@ -406,6 +411,25 @@ def _check_seed(seed) -> None:
         raise ValueError(f"seeds must be non-negative ints, got {seed!r}")
 
 
+def _extra_lrs(extra: dict, pairs: list[str], lrs: list[float]) -> dict:
+    """The profile's per-pair extensions of the sweep, for the pairs that
+    run: checked, as floats, none already in the sweep."""
+    out = {}
+    for pair, rates in extra.items():
+        if pair not in pairs:
+            continue
+        rates = [
+            float(lr) for lr in _check_list("extra_lrs", rates, _check_lr)
+        ]
+        if set(rates) & set(lrs):
+            raise ValueError(
+                f"extra_lrs for {pair} repeat a rate of the sweep {lrs}:"
+                f" {rates}"
+            )
+        out[pair] = rates
+    return out
+
+
 def experiment_plan(
     profile: str,
     vocab_size: int,
@@ -459,6 +483,7 @@ def experiment_plan(
         "parameter_tolerance": PARAMETER_TOLERANCE,
         **matched_pairs(pairs, vocab_size, model),
         "lrs": lrs,
+        "extra_lrs": _extra_lrs(settings.get("extra_lrs", {}), pairs, lrs),
         "seeds": seeds,
         "tokens_per_run": (
             train["steps"] * train["batch_size"] * train["seq_len"]
@@ -475,17 +500,31 @@ def experiment_plan(
     return json.loads(to_json(plan))
 
 
+def pair_lrs(plan: dict, pair: str) -> list[float]:
+    """The learning rates ``pair`` trains at: the sweep's, and the rates
+    added for it (``extra_lrs``), in increasing order."""
+    return sorted(plan["lrs"] + plan.get("extra_lrs", {}).get(pair, []))
+
+
 def jobs(plan: dict) -> list[tuple[str, float, int]]:
     """Every (pair, lr, seed) of ``plan``, in the order they run: seed by seed,
     then learning rate, then pair, so that a change in the machine's load over
-    time hits every pair alike.
+    time hits every pair alike; then the rates added for single pairs
+    (``extra_lrs``), so that extending a sweep keeps the jobs already run.
     """
-    return [
+    sweep = [
         (pair, lr, seed)
         for seed in plan["seeds"]
         for lr in plan["lrs"]
         for pair in plan["pairs"]
     ]
+    extension = [
+        (pair, lr, seed)
+        for seed in plan["seeds"]
+        for pair, extra in plan.get("extra_lrs", {}).items()
+        for lr in extra
+    ]
+    return sweep + extension
 
 
 # -----------------------------------------------------------------------------
@@ -626,8 +665,9 @@ def _spread(values: list[float]) -> dict:
 def _summarize_pair(mine: list[dict], plan: dict) -> dict:
     """One pair's runs: every learning rate's mean loss, and its results at the
     best of them."""
+    lrs = pair_lrs(plan, mine[0]["pair"])
     by_lr = {}
-    for lr in plan["lrs"]:
+    for lr in lrs:
         at_lr = [run for run in mine if run["lr"] == lr]
         finished = [
             run["best_val_loss"] for run in at_lr if not run["diverged"]
@@ -667,7 +707,7 @@ def _summarize_pair(mine: list[dict], plan: dict) -> dict:
     return {
         **out,
         "best_lr": best["lr"],
-        "best_lr_at_edge": best["lr"] in (min(plan["lrs"]), max(plan["lrs"])),
+        "best_lr_at_edge": best["lr"] in (min(lrs), max(lrs)),
         "seeds": [run["seed"] for run in at_best],
         "best_val_loss": best["best_val_loss"],
         # the final model on the whole evaluation text, seed by seed, for
@@ -749,8 +789,11 @@ def run(
         val_tokens=len(dataset.val),
     )
     device = default_device()
+    # The rates added for single pairs are jobs, not settings: a sweep that
+    # grows resumes from the runs it has.
+    shared = {key: value for key, value in plan.items() if key != "extra_lrs"}
     experiment = Experiment(
-        NAME, profile, plan, ("pair", "lr", "seed"), jobs(plan)
+        NAME, profile, shared, ("pair", "lr", "seed"), jobs(plan)
     )
     runs, resumed = run_jobs_in_processes(
         experiment,
