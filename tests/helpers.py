@@ -3,10 +3,11 @@
 import torch
 
 
-def run_smoke_restoring_threads(run) -> dict:
-    """``run("smoke")`` of an experiment, checking that it restores the thread count it changed."""
+def run_smoke_restoring_threads(run, **options) -> dict:
+    """``run("smoke", **options)`` of an experiment, checking that it restores the thread count it
+    changed."""
     threads = torch.get_num_threads()
-    out = run("smoke", progress=False)
+    out = run("smoke", progress=False, **options)
     assert (
         torch.get_num_threads() == threads
     )  # run() restores the thread count it changed

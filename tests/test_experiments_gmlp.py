@@ -17,6 +17,7 @@ from mixers.gmlp import (
 )
 from mixers.model import TOKEN_MIXERS, LanguageModel, ModelConfig
 from mixers.results import to_json, without_timings
+from mixers.train import TrainingDiverged
 
 SMOKE = gmlp.SETTINGS["smoke"]
 
@@ -276,28 +277,105 @@ def test_unknown_profile_is_rejected():
 def test_an_interrupted_run_resumes_with_the_same_results(
     results, tmp_path, monkeypatch, capsys
 ):
-    real, labels = gmlp.run_one, []
+    real, jobs, interrupted = gmlp.run_one, [], []
 
     def interrupt_the_second_run(
-        dataset, profile, settings, label, progress=False
+        dataset, profile, settings, label, lr, progress=False
     ):
-        labels.append(label)
-        if labels == ["transformer", "gmlp"]:
-            raise KeyboardInterrupt  # a Ctrl-C while the gMLP model trains, the first time
-        return real(dataset, profile, settings, label, progress)
+        jobs.append((label, lr))
+        if len(jobs) == 2 and not interrupted:
+            interrupted.append(True)
+            raise KeyboardInterrupt  # a Ctrl-C in the second run, the first time
+        return real(dataset, profile, settings, label, lr, progress)
 
     monkeypatch.setattr(gmlp, "run_one", interrupt_the_second_run)
     with pytest.raises(KeyboardInterrupt), save_runs(tmp_path):
         gmlp.run("smoke", progress=False)
     saved = json.loads(partial_path("gmlp", "smoke", tmp_path).read_text())
-    assert [run["label"] for run in saved["runs"]] == [
-        "transformer"
-    ] and saved["runs_total"] == 3
-    labels.clear()
+    total = 3 * len(SMOKE["lrs"])
+    assert [(run["label"], run["lr"]) for run in saved["runs"]] == [
+        jobs[0]
+    ] and saved["runs_total"] == total
+    first = jobs[0]
+    jobs.clear()
     with save_runs(tmp_path):
         resumed = gmlp.run("smoke", progress=False)
-    assert "resuming: 1 of 3 runs already done" in capsys.readouterr().out
-    assert labels == ["gmlp", "amlp"]  # only the missing runs ran
+    assert (
+        f"resuming: 1 of {total} runs already done" in capsys.readouterr().out
+    )
+    assert (
+        first not in jobs and len(jobs) == total - 1
+    )  # only the missing runs ran
     assert without_timings(resumed) == without_timings(
         results
     )  # the numbers of a run never interrupted
+
+
+def _sweep_record(label, lr, loss, diverged=False):
+    return {
+        "label": label,
+        "lr": lr,
+        "diverged": diverged,
+        "full_val_loss": None if diverged else loss + 0.01,
+        "result": None if diverged else {"best_val_loss": loss},
+    }
+
+
+def test_each_arm_is_reported_at_its_own_best_rate_and_the_sweep_is_kept():
+    lrs = [1e-3, 2e-3, 4e-3]
+    records = [
+        _sweep_record("transformer", 1e-3, 1.9),
+        _sweep_record("transformer", 2e-3, 1.7),
+        _sweep_record("transformer", 4e-3, 1.8),
+        _sweep_record("gmlp", 1e-3, 1.8),
+        _sweep_record("gmlp", 2e-3, 1.6),
+        _sweep_record("gmlp", 4e-3, 1.5),
+        _sweep_record("amlp", 1e-3, 1.7),
+        _sweep_record("amlp", 2e-3, 1.0, diverged=True),
+        _sweep_record("amlp", 4e-3, 1.75),
+    ]
+    runs, sweep = gmlp.best_rates(records, lrs)
+    assert list(runs) == ["transformer", "gmlp", "amlp"]
+    assert {label: run["lr"] for label, run in runs.items()} == {
+        "transformer": 2e-3,
+        "gmlp": 4e-3,
+        "amlp": 1e-3,  # a diverged run never wins
+    }
+    assert {label: run["best_lr_at_edge"] for label, run in runs.items()} == {
+        "transformer": False,
+        "gmlp": True,
+        "amlp": True,
+    }
+    assert [row["lr"] for row in sweep["amlp"]] == lrs
+    assert sweep["amlp"][1] == {
+        "lr": 2e-3,
+        "diverged": True,
+        "best_val_loss": None,
+        "full_val_loss": None,
+    }
+    assert sweep["gmlp"][2]["full_val_loss"] == pytest.approx(1.51)
+
+
+def test_an_arm_whose_every_rate_diverged_is_an_error_that_names_it():
+    records = [_sweep_record("gmlp", 1e-3, 0.0, diverged=True)]
+    with pytest.raises(TrainingDiverged, match="gmlp"):
+        gmlp.best_rates(records, [1e-3])
+
+
+def test_two_workers_give_the_same_results_as_one(results):
+    two = run_smoke_restoring_threads(gmlp.run, workers=2)
+    assert without_timings(two) == without_timings(results)
+
+
+def test_the_command_line_refuses_workers_where_the_experiment_has_none(
+    tmp_path, capsys
+):
+    from mixers.experiments import alibi_extrapolation, main
+
+    argv = ["--profile", "smoke", "--out", str(tmp_path), "--workers", "2"]
+    with pytest.raises(SystemExit) as info:
+        main("alibi_extrapolation", alibi_extrapolation.run, "x", {}, argv)
+    assert info.value.code == 2
+    assert "--workers: the alibi_extrapolation experiment runs one job" in (
+        capsys.readouterr().err
+    )

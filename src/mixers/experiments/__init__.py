@@ -16,6 +16,7 @@ from there.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
@@ -607,6 +608,13 @@ def main(
     parser, args, profile = parse_experiment_args(
         f"python -m mixers.experiments.{name}", description, durations, argv
     )
+    if (
+        args.workers != 1
+        and "workers" not in inspect.signature(run).parameters
+    ):
+        parser.error(
+            f"--workers: the {name} experiment runs one job at a time"
+        )
     with exits_cleanly(parser, partial_path(name, profile, args.out)):
         written = run_saved(
             name,
@@ -615,6 +623,7 @@ def main(
             args.out,
             fresh=args.fresh,
             progress=not args.no_progress,
+            workers=args.workers,
         )
     print(f"wrote {written}")
 
@@ -650,6 +659,15 @@ def parse_experiment_args(
     parser.add_argument(
         "--no-progress", action="store_true", help="hide the progress bars"
     )
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help=(
+            "runs at a time, one process and one thread each, for the"
+            " experiments that train many small models (default 1)"
+        ),
+    )
     args = parser.parse_args(argv)
     try:
         profile = args.profile or default_profile_name()
@@ -665,13 +683,22 @@ def run_saved(
     out: Path,
     fresh: bool = False,
     progress: bool = True,
+    workers: int = 1,
 ) -> Path:
     """``run(profile)`` with each finished run saved in ``out`` as it finishes
     (``save_runs``), then its results written to ``out/NAME-PROFILE.json`` and
-    the partial file removed.
+    the partial file removed. ``workers`` > 1 goes to a ``run`` that takes it
+    (and is refused by one that does not).
     """
+    options = {"progress": progress}
+    if workers != 1:
+        if "workers" not in inspect.signature(run).parameters:
+            raise ValueError(
+                f"--workers: the {name} experiment runs one job at a time"
+            )
+        options["workers"] = workers
     with save_runs(out, fresh=fresh):
-        results = run(profile, progress=progress)
+        results = run(profile, **options)
     written = save_results(name, profile, results, out)
     # the results hold every run now
     partial_path(name, profile, out).unlink(missing_ok=True)

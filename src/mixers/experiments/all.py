@@ -13,6 +13,7 @@ it); ``--out book/results`` would make the chapters read its results.
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from . import (
     exits_cleanly,
@@ -39,7 +40,7 @@ DURATIONS = {
 
 def main(argv: list[str] | None = None) -> None:
     """The command line: ``--profile``, ``--out``, ``--fresh``,
-    ``--no-progress``."""
+    ``--no-progress``, ``--workers`` (for the experiments that take it)."""
     parser, args, profile = parse_experiment_args(
         "python -m mixers.experiments.all",
         __doc__.splitlines()[0],
@@ -54,8 +55,18 @@ def main(argv: list[str] | None = None) -> None:
         module = importlib.import_module(f"{__package__}.{name}")
         with exits_cleanly(parser, partial_path(name, profile, args.out)):
             progress = not args.no_progress
+            # --workers goes to the experiments that can use it
+            takes_workers = (
+                "workers" in inspect.signature(module.run).parameters
+            )
             path = run_saved(
-                name, module.run, profile, args.out, args.fresh, progress
+                name,
+                module.run,
+                profile,
+                args.out,
+                args.fresh,
+                progress,
+                workers=args.workers if takes_workers else 1,
             )
             print(f"wrote {path}", flush=True)
 

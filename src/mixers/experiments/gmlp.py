@@ -12,21 +12,30 @@ parameter count on the same data, from the same seed, for the same steps:
 * ``amlp``: gMLP blocks with a tiny single-head attention in the gate, no
   position embeddings.
 
+Each arm trains at every peak learning rate of the profile's ``lrs`` (the same
+warm-up and cosine decay) and is reported at the one with its lowest tracked
+validation loss (``best_val_loss``, a few random batches): one rate does not
+suit all three, and a fixed rate would favour the model it happens to suit.
+The loss the chapter reports, ``full_val_loss``, scores the whole validation
+split, other text than the rate was chosen on.
+
 gMLP's block replaces both sub-layers of a transformer block, so the gMLP
 models are paired with the channel mixer ``"none"``; their ``d_ffn`` is chosen
 so that a block has as many parameters as a transformer block. As in the paper,
 the gMLP models use no position embeddings: W is position-specific, so it
 already knows where each token is.
 
-It writes ``gmlp-PROFILE.json`` (to ``runs/``; ``--out book/results`` for the
-chapter's): per model the loss curves, best validation loss, loss over the
-whole validation split, tokens per second, parameter count and a text sample;
-and for the two gMLP models the causal spatial weights W of every layer at a
-few training steps (its lower triangle, 4 significant digits;
+It writes ``gmlp-PROFILE.json`` (to ``runs/``; ``--out book/results`` for
+the chapter's): the sweep (``sweep``: per model, every rate's losses) and, per
+model at its best rate (``runs``), the loss curves, best validation loss, loss
+over the whole validation split, tokens per second, parameter count and a text
+sample; and for the two gMLP models the causal spatial weights W of every layer
+at a few training steps (its lower triangle, 4 significant digits;
 ``weight_from_rows`` rebuilds it), with how Toeplitz each one is
-(``toeplitz_score``) and the mean of each of its diagonals. Each model is one
-job of ``mixers.experiments.run_jobs``: the command line saves it as it
-finishes, and a rerun resumes from the models already trained.
+(``toeplitz_score``) and the mean of each of its diagonals. Each (model, rate)
+is one job of ``mixers.experiments.run_jobs_in_processes`` (``--workers N``
+runs N at once): the command line saves it as it finishes, and a rerun resumes
+from the runs already trained.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, replace
+from functools import partial
 
 import torch
 
@@ -46,6 +56,7 @@ from ..gmlp import (
 )
 from ..train import (
     StepInfo,
+    TrainingDiverged,
     build_model,
     evaluate_sequential,
     run_profile,
@@ -57,13 +68,13 @@ from . import (
     experiment_settings,
     first_provenance,
     main,
-    run_jobs,
+    run_jobs_in_processes,
 )
 
 NAME = "gmlp"
 DURATIONS = {
     "smoke": "seconds",
-    "cpu": "about 6 minutes on a two-core CPU",
+    "cpu": "about 20 minutes on a two-core CPU",
     "gpu": "tens of minutes on one GPU",
 }
 
@@ -90,8 +101,9 @@ TINY_ATTENTION = {"gmlp": False, "amlp": True}
 # Per profile: the model (ModelConfig fields over the profile's), the training
 # (TrainConfig fields over the profile's), the steps at which every layer's W
 # is saved (0 = initialisation; the last step is added), how many windows of
-# the validation split the full-split loss reads (None = all) and the length of
-# each model's text sample.
+# the validation split the full-split loss reads (None = all), the length of
+# each model's text sample and the peak learning rates of the sweep (a factor
+# of two apart; the train settings' lr is replaced by each).
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=64, n_layers=2, n_heads=4, block_size=32),
@@ -107,6 +119,7 @@ SETTINGS = {
         snapshot_steps=(0, 20),
         full_val_windows=64,
         sample_tokens=100,
+        lrs=(3e-3, 6e-3),
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=4, n_heads=4, block_size=64),
@@ -122,6 +135,7 @@ SETTINGS = {
         snapshot_steps=(0, 100, 300, 600),
         full_val_windows=None,
         sample_tokens=300,
+        lrs=(1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2),
     ),
     # Not run for the book (no GPU was available).
     "gpu": dict(
@@ -130,6 +144,7 @@ SETTINGS = {
         snapshot_steps=(0, 250, 1000, 2500),
         full_val_windows=None,
         sample_tokens=300,
+        lrs=(5e-4, 1e-3, 2e-3, 4e-3),
     ),
 }
 
@@ -248,6 +263,7 @@ def shared_settings(profile: str, vocab_size: int) -> dict:
             "d_ff": matched_d_ffn(block_budget, d_model, block_size, tiny),
         }
     train = asdict(replace(base.train, **settings["train"]))
+    del train["lr"]  # each run's own, from lrs
     return {
         "model": model_settings,
         "train": train,
@@ -259,6 +275,7 @@ def shared_settings(profile: str, vocab_size: int) -> dict:
         "block_budget": block_budget,
         "arms": arms,
         "sample_tokens": settings["sample_tokens"],
+        "lrs": list(settings["lrs"]),
     }
 
 
@@ -291,10 +308,11 @@ def run_one(
     profile: str,
     settings: dict,
     label: str,
+    lr: float,
     progress: bool = False,
 ) -> dict:
-    """Train the arm ``label`` under ``settings`` (``shared_settings``); return
-    its entry."""
+    """Train the arm ``label`` at peak learning rate ``lr`` under ``settings``
+    (``shared_settings``); return its entry."""
     overrides = settings["arms"][label]
     recorder = SpatialWeightRecorder(
         settings["snapshot_steps"] if label in TINY_ATTENTION else ()
@@ -303,9 +321,9 @@ def run_one(
         dataset,
         profile,
         model_overrides=overrides,
-        train_overrides=settings["train"],
+        train_overrides={**settings["train"], "lr": lr},
         progress=progress,
-        description=f"{NAME} {label}",
+        description=f"{NAME} {label} lr {lr:g}",
         callback=recorder,
     )
     full_val = evaluate_sequential(
@@ -316,6 +334,7 @@ def run_one(
     )
     entry = {
         "label": label,
+        "lr": lr,
         "model_overrides": overrides,
         "d_ffn": overrides.get("d_ff"),
         "block_parameters": sum(
@@ -336,10 +355,46 @@ def run_one(
     return entry
 
 
+def _run_job(profile, settings, progress, dataset, job) -> dict:
+    """One job, ``(label, lr)``, for ``run_jobs_in_processes``: a
+    module-level function, so that it pickles."""
+    return run_one(dataset, profile, settings, *job, progress=progress)
+
+
+def best_rates(records: list[dict], lrs: list[float]) -> tuple[dict, dict]:
+    """From every run of the sweep: ``(runs, sweep)``. ``runs[label]`` is the
+    arm's run at the rate with its lowest ``best_val_loss`` (a diverged run
+    never wins), with ``best_lr_at_edge``; ``sweep[label]`` lists every rate's
+    losses. The weights and samples of the other rates are dropped: they would
+    only make the results file larger."""
+    runs, sweep = {}, {}
+    for label in dict.fromkeys(record["label"] for record in records):
+        arm = [record for record in records if record["label"] == label]
+        sweep[label] = [
+            {
+                "lr": record["lr"],
+                "diverged": record["diverged"],
+                "best_val_loss": None
+                if record["diverged"]
+                else record["result"]["best_val_loss"],
+                "full_val_loss": record.get("full_val_loss"),
+            }
+            for record in arm
+        ]
+        trained = [record for record in arm if not record["diverged"]]
+        if not trained:
+            raise TrainingDiverged(f"{label}: every learning rate diverged")
+        best = min(trained, key=lambda r: r["result"]["best_val_loss"])
+        edge = best["lr"] in (min(lrs), max(lrs)) and len(lrs) > 1
+        runs[label] = {**best, "best_lr_at_edge": edge}
+    return runs, sweep
+
+
 @cpu_threads(CPU_THREADS)
-def run(profile: str, progress: bool = True) -> dict:
-    """Train the three arms under ``profile``; return their results with
-    provenance."""
+def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
+    """Train the three arms at every rate of ``profile``'s sweep, ``workers``
+    runs at a time (one thread each); return each arm at its best rate, the
+    sweep, and the provenance."""
     start = time.perf_counter()
     dataset = CharDataset.shakespeare()
     settings = shared_settings(profile, dataset.tokenizer.vocab_size)
@@ -347,15 +402,17 @@ def run(profile: str, progress: bool = True) -> dict:
         NAME,
         profile,
         settings,
-        ("label",),
-        [(name,) for name in settings["arms"]],
+        ("label", "lr"),
+        [(name, lr) for name in settings["arms"] for lr in settings["lrs"]],
     )
-    records, resumed = run_jobs(
+    records, resumed = run_jobs_in_processes(
         experiment,
-        lambda job: run_one(
-            dataset, profile, settings, *job, progress=progress
-        ),
+        partial(_run_job, profile, settings, progress and workers == 1),
+        dataset,
+        workers,
+        CPU_THREADS,
     )
+    runs, sweep = best_rates(records, settings["lrs"])
     model = settings["model"]
     return {
         "experiment": NAME,
@@ -366,7 +423,8 @@ def run(profile: str, progress: bool = True) -> dict:
             " d_ffn matched to the transformer's parameters per block"
         ),
         "settings": settings,
-        "runs": {record["label"]: record for record in records},
+        "runs": runs,
+        "sweep": sweep,
         "provenance": {
             **first_provenance(records, profile),
             "resumed_runs": resumed,
