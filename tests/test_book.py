@@ -26,7 +26,8 @@ def toc_files() -> list[str]:
     return files
 
 
-NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
+BOOK = ROOT / "book"
+NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
 
 
 def test_every_toc_entry_exists_and_every_notebook_is_in_the_toc():
@@ -421,3 +422,71 @@ def test_the_reading_path_counts_listings_and_leaves_out_asides_and_exercises(
     # The listing's core: the def, one "..." line for the docstring and the check, two lines.
     assert (words, code_lines) == (2, 2 + 4)
     assert tool.minutes(200, 20) == 2
+
+
+def _intro_baselines() -> dict[str, list[str]]:
+    """The intro's table of each chapter's transformer, by chapter file."""
+    text = (BOOK / "intro.md").read_text()
+    section = text.split("## One reference model", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        link = re.match(r"\| \[[^]]+\]\((\w+)\.ipynb\)", line)
+        if link:
+            rows[link.group(1)] = [
+                c.strip() for c in line.strip("|").split("|")
+            ]
+    return rows
+
+
+def _transformer_of(chapter: str) -> tuple[dict, dict, int, int]:
+    """(model settings, train settings, parameters, seeds) of the
+    transformer that ``chapter``'s committed results trained."""
+    results = BOOK / "results"
+    if chapter == "baseline":
+        result = json.loads((results / "baseline-cpu.json").read_text())[
+            "result"
+        ]
+        return (
+            result["model_config"],
+            result["train_config"],
+            result["parameters"],
+            1,
+        )
+    name = {"alibi": "alibi_extrapolation"}.get(chapter, chapter)
+    data = json.loads((results / f"{name}-cpu.json").read_text())
+    settings = data["settings"]
+    runs = data["runs"]
+    if chapter == "glu_variants":
+        params = next(r["parameters"] for r in runs if r["variant"] == "gelu")
+    elif chapter == "gmlp":
+        params = runs["transformer"]["result"]["parameters"]
+    elif chapter == "alibi":
+        params = next(
+            r["result"]["parameters"] for r in runs if r["scheme"] == "learned"
+        )
+    else:
+        params = next(
+            r["parameters"] for r in runs if r["pair"] == "attention+gelu"
+        )
+    seeds = len(settings.get("seeds", [None]))
+    return settings["model"], settings["train"], params, seeds
+
+
+@pytest.mark.parametrize(
+    "chapter", ["baseline", "glu_variants", "gmlp", "alibi", "side_by_side"]
+)
+def test_the_intro_names_each_chapters_transformer_as_its_results_trained_it(
+    chapter,
+):
+    rows = _intro_baselines()
+    assert chapter in rows, f"the intro's table has no row for {chapter}"
+    _, shape, params, training, seeds = rows[chapter]
+    model, train, expected_params, expected_seeds = _transformer_of(chapter)
+    width = f"{model['n_layers']} layers, width {model['d_model']}"
+    assert shape.startswith(width), (shape, width)
+    assert shape.endswith(f"context {model['block_size']}"), shape
+    assert params == f"{expected_params:,}"
+    assert training == (
+        f"{train['steps']:,} steps × {train['batch_size']} × {train['seq_len']} characters"
+    )
+    assert int(seeds) == expected_seeds
