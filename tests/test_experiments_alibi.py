@@ -17,7 +17,12 @@ import mixers.alibi as alibi_module
 from mixers.bench import alibi as bench
 from mixers.bench import peak_memory, time_interleaved
 from mixers.experiments import alibi_extrapolation as experiment
-from mixers.experiments import partial_path, per_position_loss, save_runs
+from mixers.experiments import (
+    partial_path,
+    per_position_loss,
+    save_runs,
+    sliding_window_loss,
+)
 from mixers.model import LanguageModel, ModelConfig
 from mixers.results import to_json, without_timings
 from mixers.train import TrainingDiverged, evaluate_sequential
@@ -117,6 +122,148 @@ def test_per_position_loss_averages_to_evaluate_sequential(shakespeare):
             model, data, length, batch_size=5, max_windows=9
         )
         assert loss.mean().item() == pytest.approx(expected, rel=1e-6)
+
+
+def _tiny_alibi(vocab_size: int) -> LanguageModel:
+    torch.manual_seed(0)
+    return LanguageModel(
+        ModelConfig(
+            vocab_size=vocab_size,
+            block_size=16,
+            d_model=16,
+            n_layers=1,
+            n_heads=2,
+            token_mixer="alibi",
+            positions="none",
+        )
+    ).double()
+
+
+@pytest.mark.parametrize("window, stride", [(8, 1), (8, 3), (16, 4), (12, 12)])
+def test_sliding_window_loss_scores_each_token_with_its_own_context(
+    shakespeare, window, stride
+):
+    model = _tiny_alibi(shakespeare.tokenizer.vocab_size).eval()
+    data = shakespeare.val[:200]
+    n_tokens = window + 5 * stride
+    # The definition, one prediction at a time: prediction t reads from the
+    # start of the window that scores it.
+    losses = []
+    with torch.no_grad():
+        for t in range(n_tokens):
+            start = 0 if t < window else ((t - window) // stride + 1) * stride
+            assert t - start < window  # never more than a window of context
+            assert t < window or t - start + 1 >= window - stride + 1
+            logits, _ = model(data[start : t + 1][None])
+            losses.append(
+                torch.nn.functional.cross_entropy(
+                    logits[0, -1], data[t + 1]
+                ).item()
+            )
+    got = sliding_window_loss(
+        model, data, window, stride, n_tokens, batch_size=3
+    )
+    assert got == pytest.approx(sum(losses) / n_tokens, rel=1e-6)
+
+
+def test_sliding_windows_with_stride_equal_to_window_are_non_overlapping(
+    shakespeare,
+):
+    model = _tiny_alibi(shakespeare.tokenizer.vocab_size)
+    data = shakespeare.val[:2000]
+    got = sliding_window_loss(model, data, 16, 16, 16 * 9)
+    expected = evaluate_sequential(model, data, 16, max_windows=9, amp=False)
+    assert got == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "window, stride, n_tokens, message",
+    [
+        (0, 1, 8, "window must be a positive int"),
+        (8, 0, 8, "stride must be a positive int"),
+        (8, 9, 8, "stride=9 must be at most window=8"),
+        (8, 3, 12, "must be a multiple of stride=3"),
+        (8, 2, 6, "must be a multiple of stride=2 and at least 0"),
+        (8, 8, 10_000, "fewer than n_tokens"),
+    ],
+)
+def test_sliding_window_loss_rejects_bad_arguments_by_name(
+    shakespeare, window, stride, n_tokens, message
+):
+    model = _tiny_alibi(shakespeare.tokenizer.vocab_size)
+    with pytest.raises(ValueError, match=message):
+        sliding_window_loss(
+            model, shakespeare.val[:500], window, stride, n_tokens
+        )
+
+
+def test_smoke_run_scores_sliding_windows_and_writes_past_the_training_length(
+    results,
+):
+    settings = results["settings"]
+    L = settings["train_length"]
+    for run in results["runs"]:
+        rows = run["sliding"]
+        assert [row["window"] for row in rows] == settings["sliding_lengths"]
+        for row in rows:
+            if run["scheme"] == "learned" and row["window"] > L:
+                assert (
+                    row["loss"] is None and "learned positions" in row["error"]
+                )
+            else:
+                assert row["error"] is None and 0 < row["loss"] < 2 * math.log(
+                    65
+                )
+        # the window of L, slid, reads more context per token than
+        # non-overlapping windows of L do, on the same predictions
+        assert rows[0]["window"] == L
+        long = run["long_generation"]
+        # the models that decode through a cache: no positions on the embeddings
+        if run["scheme"] in ("none", "rotary", "alibi"):
+            length = settings["generate_length"]
+            assert length > L
+            assert (
+                len(long["sample"]) == 1 + length
+            )  # the newline, then the text
+            assert long["sample"].startswith("\n")
+            assert len(long["per_position"]) == length
+            assert all(0 <= v < 3 * math.log(65) for v in long["per_position"])
+        else:
+            assert long is None  # embedded positions: a window of L at most
+
+
+def test_the_writers_own_loss_is_the_loss_of_the_distributions_it_sampled(
+    shakespeare,
+):
+    # The same text scored token by token through the cache as generate reads
+    # it: every prediction equals the one-pass forward's.
+    model = _tiny_alibi(shakespeare.tokenizer.vocab_size).eval()
+    settings = {
+        "generate_length": 40,
+        "generate_samples": 2,
+    }  # 40 > block_size
+    long = experiment.long_generation(model, shakespeare, settings, seed=3)
+    ids = shakespeare.tokenizer.encode(long["sample"])[None]
+    from mixers.model import KVCache
+
+    caches = [KVCache(None) for _ in model.blocks]
+    step, losses = ids[:, :1], []
+    with torch.no_grad():
+        for t in range(ids.shape[1] - 1):
+            logits = model._next_logits(step, caches)
+            losses.append(
+                torch.nn.functional.cross_entropy(
+                    logits[0], ids[0, t + 1]
+                ).item()
+            )
+            step = ids[:, t + 1 : t + 2]
+    one_pass = []
+    with torch.no_grad():
+        logits, _ = model(ids[:, :-1])
+        one_pass = torch.nn.functional.cross_entropy(
+            logits[0], ids[0, 1:], reduction="none"
+        ).tolist()
+    assert losses == pytest.approx(one_pass, rel=1e-9, abs=1e-12)
 
 
 def test_unknown_profile_is_rejected():

@@ -248,6 +248,18 @@ def token_mask_to_attention_mask(token_mask: Tensor) -> Tensor:
     return token_mask[:, None, None, :]
 
 
+def score_scale(q: Tensor, scale: float | None = None) -> float:
+    """The factor the scores ``q·k`` are multiplied by: ``scale`` (checked),
+    or by default ``1/sqrt(d_k)``, ``d_k = q.shape[-1]``."""
+    scale = check_scale(scale)
+    if scale is None:
+        # q·k sums d_k products: with unit-variance entries its variance is
+        # d_k. Dividing by sqrt(d_k) keeps scores O(1), so the softmax neither
+        # saturates nor starves its gradient.
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    return scale
+
+
 def dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -276,12 +288,7 @@ def dot_product_attention(
     """
     scores_shape = _check_qkv(q, k, v)
     check_dropout(dropout_p, "dropout_p")
-    scale = check_scale(scale)
-    if scale is None:
-        # q·k sums d_k products: with unit-variance entries its variance is
-        # d_k. Dividing by sqrt(d_k) keeps scores O(1), so the softmax neither
-        # saturates nor starves its gradient.
-        scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = score_scale(q, scale)
     scores = (q @ k.transpose(-2, -1)) * scale
     if bias is not None:
         _check_bias(bias, scores_shape)
@@ -314,7 +321,7 @@ def attention_in_blocks(
     """
     _check_qkv(q, k, v)
     check_positive_int("block_size", block_size)
-    scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = score_scale(q)
     rows = q.shape[:-1] + (1,)
     largest = torch.full(rows, -math.inf, dtype=q.dtype, device=q.device)
     total = torch.zeros(rows, dtype=q.dtype, device=q.device)

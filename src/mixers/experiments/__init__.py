@@ -147,6 +147,68 @@ def per_position_loss(
     return total / windows, windows
 
 
+@torch.no_grad()
+def sliding_window_loss(
+    model: LanguageModel,
+    data: torch.Tensor,
+    window: int,
+    stride: int,
+    n_tokens: int,
+    batch_size: int = 16,
+) -> float:
+    """Mean loss (nats/char) of the first ``n_tokens`` predictions of
+    ``data``, each read with (almost) a whole ``window`` of context.
+
+    Non-overlapping windows give the first tokens of every window little
+    context; here windows of ``window`` tokens start every ``stride`` tokens
+    and each scores only its last ``stride`` predictions, so that every
+    prediction after the first window sees between ``window - stride + 1`` and
+    ``window`` tokens (the first window scores all of its own, as nothing came
+    before it). ``stride=1`` is the paper's sliding window, every prediction
+    with the full window; ``stride=window`` is ``evaluate_sequential``. The
+    cost is ``window / stride`` times that of non-overlapping windows.
+    ``n_tokens - window`` must be a multiple of ``stride``.
+    """
+    check_positive_int("window", window)
+    check_positive_int("stride", stride)
+    check_positive_int("n_tokens", n_tokens)
+    if stride > window:
+        raise ValueError(f"stride={stride} must be at most window={window}")
+    if n_tokens < window or (n_tokens - window) % stride:
+        raise ValueError(
+            f"n_tokens - window = {n_tokens} - {window} must be a multiple"
+            f" of stride={stride} and at least 0"
+        )
+    if len(data) < n_tokens + 1:
+        raise ValueError(
+            f"data has {len(data)} tokens: fewer than n_tokens + 1 ="
+            f" {n_tokens + 1}"
+        )
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    # Window k starts at k·stride; window 0 scores all of its predictions,
+    # window k ≥ 1 only its last `stride`.
+    starts = torch.arange(1 + (n_tokens - window) // stride) * stride
+    total = 0.0
+    try:
+        for first in range(0, len(starts), batch_size):
+            begin = starts[first : first + batch_size]
+            tokens = data[begin[:, None] + torch.arange(window + 1)]
+            x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
+            logits, _ = model(x)  # [batch, window, vocab]
+            loss = F.cross_entropy(  # [batch, window]
+                logits.float().transpose(1, 2), y, reduction="none"
+            )
+            scored = loss[:, -stride:].sum()
+            if first == 0:  # window 0: its earlier predictions too
+                scored += loss[0, :-stride].sum()
+            total += scored.item()
+    finally:
+        model.train(was_training)
+    return total / n_tokens
+
+
 def evaluate_lengths(
     model: LanguageModel,
     data: torch.Tensor,

@@ -37,9 +37,30 @@ Learned positions have no row for position L or beyond: the model raises a
 ``ValueError`` there, and the results say so (``loss: null`` with the error
 message) instead of inventing a number.
 
+Non-overlapping windows give the first tokens of every window little context,
+so a longer window lowers the loss even for a model that reads no further than
+L: the paper's Appendix B calls this the early token curse, and warns that
+ALiBi's gains past L might come from it rather than from using the longer
+context. So each model is scored a second way, with **sliding windows**
+(``sliding_window_loss``): windows of 1, 2 and 4 times L that advance by
+``sliding_stride`` tokens and score only their last ``sliding_stride``
+predictions, so that every prediction reads almost a whole window. If ALiBi
+uses context past L, its sliding-window loss falls as the window grows; if it
+does not, it stays level.
+
+The models that decode through a key/value cache past L (``rotary``,
+``alibi`` and ``none``, whose positions are not on the embeddings) also **write
+long**: each generates ``generate_samples`` texts of
+``generate_factor`` × L characters from a newline, every token reading every
+token before it, at temperature 1 (``long_generation``). The record keeps one
+text and the writer's own loss at each position of its texts, averaged over
+them: the surprisal of each character it chose, whose mean is the entropy of
+its predictions there.
+
 It writes ``alibi_extrapolation-PROFILE.json`` (to ``runs/``; ``--out
 book/results`` for the chapter's): per scheme the loss curves, the loss at each
-evaluation length, the per-position losses, and the provenance of the run. Each
+evaluation length, the per-position losses, the sliding-window losses, the
+long generation of rotary and ALiBi, and the provenance of the run. Each
 scheme, trained and evaluated, is one job of ``mixers.experiments.run_jobs``:
 the command line saves it as it finishes, a rerun resumes, and a scheme whose
 training diverges is recorded as such while the others carry on.
@@ -50,7 +71,11 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, replace
 
+import torch
+import torch.nn.functional as F
+
 from ..data import CharDataset
+from ..model import LanguageModel
 from ..train import run_profile
 from . import (
     Experiment,
@@ -60,6 +85,7 @@ from . import (
     first_provenance,
     main,
     run_jobs,
+    sliding_window_loss,
 )
 
 NAME = "alibi_extrapolation"
@@ -107,6 +133,10 @@ SETTINGS = {
         ),
         factors=(1, 2, 4, 8, 16),
         eval_tokens=2048,
+        sliding_factors=(1, 2),
+        sliding_stride=4,
+        generate_factor=4,
+        generate_samples=2,
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=3, n_heads=8, block_size=64),
@@ -121,6 +151,10 @@ SETTINGS = {
         ),
         factors=(1, 2, 4, 8, 16),
         eval_tokens=65536,
+        sliding_factors=(1, 2, 4),
+        sliding_stride=16,
+        generate_factor=4,
+        generate_samples=16,
     ),
     "gpu": dict(
         model=dict(
@@ -129,6 +163,10 @@ SETTINGS = {
         train=dict(steps=5000, seq_len=256),
         factors=(1, 2, 4, 8, 16),
         eval_tokens=98304,
+        sliding_factors=(1, 2, 4),
+        sliding_stride=64,
+        generate_factor=4,
+        generate_samples=16,
     ),
 }
 
@@ -173,6 +211,12 @@ def shared_settings(profile: str, val_tokens: int) -> dict:
         "eval_lengths": [f * train_length for f in settings["factors"]],
         "eval_tokens": settings["eval_tokens"],
         "eval_split": "val",
+        "sliding_lengths": [
+            f * train_length for f in settings["sliding_factors"]
+        ],
+        "sliding_stride": settings["sliding_stride"],
+        "generate_length": settings["generate_factor"] * train_length,
+        "generate_samples": settings["generate_samples"],
         "schemes": {
             scheme: {"token_mixer": m, "positions": p}
             for scheme, (m, p) in SCHEMES.items()
@@ -211,13 +255,82 @@ def run_one(
         settings["eval_tokens"],
         per_position=True,
     )
+    sliding = sliding_evaluation(model, dataset.val, settings)
+    eval_time_s = time.perf_counter() - eval_start
     return {
         "scheme": scheme,
         "token_mixer": token_mixer,
         "positions": positions,
         "result": result.to_dict(),
         "eval": evaluation,
-        "eval_time_s": time.perf_counter() - eval_start,
+        "sliding": sliding,
+        "eval_time_s": eval_time_s,
+        "long_generation": (
+            long_generation(model, dataset, settings)
+            if model.decodes_with_cache()
+            else None
+        ),
+    }
+
+
+def sliding_evaluation(
+    model: LanguageModel, data: torch.Tensor, settings: dict
+) -> list[dict]:
+    """Per length of ``settings["sliding_lengths"]``: the sliding-window loss
+    over the first ``eval_tokens`` predictions, or ``None`` with the model's
+    message where it cannot read that length (past ``block_size``)."""
+    rows = []
+    for window in settings["sliding_lengths"]:
+        row = {"window": window, "stride": settings["sliding_stride"]}
+        try:
+            row["loss"] = sliding_window_loss(
+                model,
+                data,
+                window,
+                settings["sliding_stride"],
+                settings["eval_tokens"],
+            )
+            row["error"] = None
+        except ValueError as failure:
+            if window <= model.config.block_size:
+                raise
+            row.update(loss=None, error=str(failure))
+        rows.append(row)
+    return rows
+
+
+@torch.no_grad()
+def long_generation(
+    model: LanguageModel, dataset: CharDataset, settings: dict, seed: int = 0
+) -> dict:
+    """``generate_samples`` texts of ``generate_length`` characters after a
+    newline, sampled at temperature 1 with full context through the key/value
+    cache; one of them, and the writer's own loss (nats) at every position,
+    averaged over the texts.
+
+    The loss is the model's, with full context, on the text it wrote: scoring
+    the sampled text in one forward pass gives the same distributions that
+    generation sampled from, one token at a time.
+    """
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    prompt = dataset.tokenizer.encode("\n")[None].to(device)
+    prompt = prompt.expand(settings["generate_samples"], -1)
+    was_training = model.training
+    model.eval()
+    try:
+        texts = model.generate(
+            prompt, settings["generate_length"], generator=generator
+        )
+        logits, _ = model(texts[:, :-1])
+        loss = F.cross_entropy(
+            logits.float().transpose(1, 2), texts[:, 1:], reduction="none"
+        )
+    finally:
+        model.train(was_training)
+    return {
+        "sample": dataset.tokenizer.decode(texts[0].tolist()),
+        "per_position": [round(v, 4) for v in loss.mean(0).tolist()],
     }
 
 

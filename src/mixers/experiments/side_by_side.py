@@ -111,8 +111,8 @@ NAME = "side_by_side"
 DURATIONS = {
     "smoke": "seconds",
     "cpu": (
-        "about 80 minutes on a quiet two-core CPU (120 runs of 600 steps,"
-        " two at a time)"
+        "about two hours on a two-core CPU (123 runs of 600 steps, two at a"
+        " time)"
     ),
     "gpu": "three to four hours on one GPU (120 runs of 2,500 steps)",
 }
@@ -179,11 +179,10 @@ SETTINGS = {
         factors=(1, 2, 4),
         eval_tokens=512,
     ),
-    # Sized for a two-core AMD EPYC: there one run alone on a thread took a
-    # training step of 39-56 ms (SwiGLU attention fastest, gMLP slowest; 44 ms
-    # on average) in bf16 autocast, about 30 s a run. Two runs at once, one per
-    # core, took about 80 s each: together a little slower than one at a time
-    # on these cores.
+    # Sized for a two-core AMD EPYC, which has no native bf16 (so float32:
+    # autocast_dtype). The committed run's 123 runs, two at a time, one per
+    # core, took 15,089 s of run time in all, about 2 minutes each, on a
+    # machine that was running other work too: about two hours.
     "cpu": dict(
         model=dict(
             d_model=128, n_layers=2, n_heads=4, block_size=64, dropout=0.0
