@@ -181,7 +181,7 @@ SETTINGS = {
     ),
     # Sized for a two-core AMD EPYC, which has no native bf16 (so float32:
     # autocast_dtype). The committed run's 123 runs, two at a time, one per
-    # core, took 15,089 s of run time in all, about 2 minutes each, on a
+    # core, took 15,321 s of run time in all, about 2 minutes each, on a
     # machine that was running other work too: about two hours.
     "cpu": dict(
         model=dict(
