@@ -60,7 +60,8 @@ its predictions there.
 It writes ``alibi_extrapolation-PROFILE.json`` (to ``runs/``; ``--out
 book/results`` for the chapter's): per scheme the loss curves, the loss at each
 evaluation length, the per-position losses, the sliding-window losses, the
-long generation of rotary and ALiBi, and the provenance of the run. Each
+long generation of the models that write past L, and the provenance of the
+run. Each
 scheme, trained and evaluated, is one job of ``mixers.experiments.run_jobs``:
 the command line saves it as it finishes, a rerun resumes, and a scheme whose
 training diverges is recorded as such while the others carry on.
@@ -91,7 +92,7 @@ from . import (
 NAME = "alibi_extrapolation"
 DURATIONS = {
     "smoke": "seconds",
-    "cpu": "about 9 minutes on a two-core CPU",
+    "cpu": "about half an hour on a two-core CPU",
     "gpu": "tens of minutes on one GPU",
 }
 

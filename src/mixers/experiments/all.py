@@ -33,7 +33,7 @@ EXPERIMENTS = (
 )
 DURATIONS = {
     "smoke": "a few minutes",
-    "cpu": "about an hour and a half on a two-core CPU",
+    "cpu": "about four hours on a two-core CPU",
     "gpu": "several hours on one GPU",
 }
 

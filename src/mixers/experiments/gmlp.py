@@ -74,7 +74,7 @@ from . import (
 NAME = "gmlp"
 DURATIONS = {
     "smoke": "seconds",
-    "cpu": "about 20 minutes on a two-core CPU",
+    "cpu": "about 50 minutes on a two-core CPU with --workers 2",
     "gpu": "tens of minutes on one GPU",
 }
 
