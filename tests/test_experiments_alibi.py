@@ -99,11 +99,12 @@ def test_smoke_results_have_provenance_and_serialise(results):
     )  # null in JSON
 
 
-def test_per_position_loss_averages_to_evaluate_sequential(shakespeare):
+def _tiny_alibi(vocab_size: int) -> LanguageModel:
+    """A one-layer ALiBi language model, float32, seeded."""
     torch.manual_seed(0)
-    model = LanguageModel(
+    return LanguageModel(
         ModelConfig(
-            vocab_size=shakespeare.tokenizer.vocab_size,
+            vocab_size=vocab_size,
             block_size=16,
             d_model=16,
             n_layers=1,
@@ -112,6 +113,10 @@ def test_per_position_loss_averages_to_evaluate_sequential(shakespeare):
             positions="none",
         )
     )
+
+
+def test_per_position_loss_averages_to_evaluate_sequential(shakespeare):
+    model = _tiny_alibi(shakespeare.tokenizer.vocab_size)
     data = shakespeare.val[:2000]
     for length in (8, 16, 48):  # ALiBi: lengths past block_size are fine
         loss, windows = per_position_loss(
@@ -124,26 +129,11 @@ def test_per_position_loss_averages_to_evaluate_sequential(shakespeare):
         assert loss.mean().item() == pytest.approx(expected, rel=1e-6)
 
 
-def _tiny_alibi(vocab_size: int) -> LanguageModel:
-    torch.manual_seed(0)
-    return LanguageModel(
-        ModelConfig(
-            vocab_size=vocab_size,
-            block_size=16,
-            d_model=16,
-            n_layers=1,
-            n_heads=2,
-            token_mixer="alibi",
-            positions="none",
-        )
-    ).double()
-
-
 @pytest.mark.parametrize("window, stride", [(8, 1), (8, 3), (16, 4), (12, 12)])
 def test_sliding_window_loss_scores_each_token_with_its_own_context(
     shakespeare, window, stride
 ):
-    model = _tiny_alibi(shakespeare.tokenizer.vocab_size).eval()
+    model = _tiny_alibi(shakespeare.tokenizer.vocab_size).double().eval()
     data = shakespeare.val[:200]
     n_tokens = window + 5 * stride
     # The definition, one prediction at a time: prediction t reads from the
@@ -169,7 +159,7 @@ def test_sliding_window_loss_scores_each_token_with_its_own_context(
 def test_sliding_windows_with_stride_equal_to_window_are_non_overlapping(
     shakespeare,
 ):
-    model = _tiny_alibi(shakespeare.tokenizer.vocab_size)
+    model = _tiny_alibi(shakespeare.tokenizer.vocab_size).double()
     data = shakespeare.val[:2000]
     got = sliding_window_loss(model, data, 16, 16, 16 * 9)
     expected = evaluate_sequential(model, data, 16, max_windows=9, amp=False)
@@ -237,7 +227,7 @@ def test_the_writers_own_loss_is_the_loss_of_the_distributions_it_sampled(
 ):
     # The same text scored token by token through the cache as generate reads
     # it: every prediction equals the one-pass forward's.
-    model = _tiny_alibi(shakespeare.tokenizer.vocab_size).eval()
+    model = _tiny_alibi(shakespeare.tokenizer.vocab_size).double().eval()
     settings = {
         "generate_length": 40,
         "generate_samples": 2,

@@ -147,6 +147,27 @@ def per_position_loss(
     return total / windows, windows
 
 
+def _check_sliding(data, window, stride, n_tokens) -> None:
+    """``sliding_window_loss``'s arguments: positive ints, a stride of at
+    most a window, whole strides after the first window, and the data to read
+    them from."""
+    check_positive_int("window", window)
+    check_positive_int("stride", stride)
+    check_positive_int("n_tokens", n_tokens)
+    if stride > window:
+        raise ValueError(f"stride={stride} must be at most window={window}")
+    if n_tokens < window or (n_tokens - window) % stride:
+        raise ValueError(
+            f"n_tokens - window = {n_tokens} - {window} must be a multiple"
+            f" of stride={stride} and at least 0"
+        )
+    if len(data) < n_tokens + 1:
+        raise ValueError(
+            f"data has {len(data)} tokens: fewer than n_tokens + 1 ="
+            f" {n_tokens + 1}"
+        )
+
+
 @torch.no_grad()
 def sliding_window_loss(
     model: LanguageModel,
@@ -169,21 +190,7 @@ def sliding_window_loss(
     cost is ``window / stride`` times that of non-overlapping windows.
     ``n_tokens - window`` must be a multiple of ``stride``.
     """
-    check_positive_int("window", window)
-    check_positive_int("stride", stride)
-    check_positive_int("n_tokens", n_tokens)
-    if stride > window:
-        raise ValueError(f"stride={stride} must be at most window={window}")
-    if n_tokens < window or (n_tokens - window) % stride:
-        raise ValueError(
-            f"n_tokens - window = {n_tokens} - {window} must be a multiple"
-            f" of stride={stride} and at least 0"
-        )
-    if len(data) < n_tokens + 1:
-        raise ValueError(
-            f"data has {len(data)} tokens: fewer than n_tokens + 1 ="
-            f" {n_tokens + 1}"
-        )
+    _check_sliding(data, window, stride, n_tokens)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
