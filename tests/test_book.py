@@ -135,7 +135,7 @@ def test_one_command_points_the_config_and_every_colab_cell_at_a_new_repository(
 
 
 def test_the_colab_install_keeps_the_torch_already_installed():
-    # What the Colab cell runs, `pip install <clone>`, asked of this environment (which already
+    # What the Colab cell runs, `pip install "<clone>[book]"`, asked of this environment (which already
     # holds torch, as Colab's does) as a dry run with no index: only the package itself would be
     # installed, and torch would not be touched.
     import subprocess
@@ -153,7 +153,7 @@ def test_the_colab_install_keeps_the_torch_already_installed():
             "--quiet",
             "--report",
             "-",
-            str(ROOT),
+            f"{ROOT}[book]",
         ],
         capture_output=True,
         text=True,

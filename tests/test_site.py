@@ -2,9 +2,11 @@
 
 Every page of the table of contents, at a desktop and a phone width, must load nothing from
 another host, fail no request, log no console error or uncaught exception, show no untypeset
-maths, and have every image loaded and described by alt text; every control of an
-interactive view (the ipywidgets that the widget HTML manager renders) must change what the
-view shows; no line of code may wrap, and a table that scrolls sideways must show it and keep its
+maths, and have every image loaded and described by alt text; every control of a live view
+(``mixers.live``: drawn by ``views.js`` in the page) must have a visible name, move by keyboard
+(sliders) or by a tap or click (choices), and change what the view shows, and the view's text
+must stay legible; a page's own weight (its HTML and images) may not pass 500 KiB, nor a first
+visit (everything it downloads) 4.5 MiB, and without scripts each view shows its static picture; no line of code may wrap, and a table that scrolls sideways must show it and keep its
 first column in view; at desktop width no displayed equation may scroll, and a chapter must read
 in one sitting (at most 16,000 px tall, shown code at most 40 % of it); and the sidebar buttons
 must work: on a phone a tap on ☰ or on the contents button opens its drawer and a tap beside the
@@ -63,11 +65,23 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-# Where a notebook output holds an ipywidget, MyST-NB writes this script tag, and the widget
-# HTML manager renders the view beside it: .widget-subarea > the outermost widget.
-WIDGET_VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]'
-TOP_LEVEL_VIEW = f"*:has(> {WIDGET_VIEW}) > .widget-subarea > .jupyter-widgets"
-CONTROLS = ".widget-toggle-buttons, .widget-slider, .widget-dropdown"
+# A live view's output on the site (mixers.live): the view's JSON, which _static/live-views.js
+# hands to views.js, which draws the view (.mx-view) inside it. Its controls: sliders (range
+# inputs), choices (a group of radio buttons) and drop-down lists.
+LIVE_OUTPUT = ".mixers-live"
+LIVE_VIEW = f"{LIVE_OUTPUT} > .mx-view"
+CONTROLS = ".mx-controls > .mx-control"
+# How many controls each page's views have: none may go missing.
+CONTROL_COUNTS = {
+    "book/attention": 4,
+    "book/multi_head": 3,
+    "book/glu_variants": 4,
+    "book/gmlp": 4,
+    "book/alibi": 5,
+    "book/side_by_side": 3,
+}
+PAGE_WEIGHT_LIMIT = 500 * 2**10  # a page's own HTML and images
+FIRST_VISIT_LIMIT = 4.5 * 2**20  # everything a first visit downloads
 SECONDS = 1000  # Playwright counts milliseconds
 
 
@@ -149,10 +163,13 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
     context.set_default_timeout(30 * SECONDS)
     try:
         page = context.new_page()
-        watch_network_and_console(context, page, site_url, problems)
+        downloaded = watch_network_and_console(
+            context, page, site_url, problems
+        )
         page.goto(f"{site_url}/{page_path}.html", wait_until="load")
         page.wait_for_load_state("networkidle")
         wait_for_views_and_maths(page, problems)
+        first_visit = sum(downloaded.values())
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(
@@ -169,11 +186,12 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + code_wraps(page)
             + tables_scroll_unseen(page)
             + too_heavy(page_path)
+            + first_visit_too_heavy(first_visit)
             + listings_scroll(page, width)
             + equations_scroll(page, width)
             + chapter_too_long(page, page_path, width)
             + annotated_source_incomplete(page, page_path, width)
-            + exercise_views(page)
+            + exercise_views(page, page_path)
             + sidebars_dead(
                 page,
                 width,
@@ -212,11 +230,19 @@ def watch_network_and_console(context, page, site_url, problems):
             )
             route.abort()
 
+    downloaded = {}  # url -> bytes: what a first visit costs
+
     def on_response(response):
         if local(response.url) and response.status >= 400:
             problems.setdefault(
                 response.url, f"HTTP {response.status}: {response.url}"
             )
+
+    def on_finished(request):
+        sizes = request.sizes()
+        downloaded[request.url] = (
+            sizes["responseBodySize"] + sizes["responseHeadersSize"]
+        )
 
     def on_request_failed(request):
         if local(
@@ -251,25 +277,27 @@ def watch_network_and_console(context, page, site_url, problems):
 
     context.route("**/*", keep_local)
     page.on("response", on_response)
+    page.on("requestfinished", on_finished)
     page.on("requestfailed", on_request_failed)
     page.on("console", on_console)
     page.on("pageerror", on_page_error)
+    return downloaded
 
 
 def wait_for_views_and_maths(page, problems):
     from playwright.sync_api import TimeoutError
 
-    # The widget manager renders each view asynchronously, after the load event.
+    # The loader renders the views after it has fetched views.js, after the load event.
     try:
         page.wait_for_function(
             "selector => [...document.querySelectorAll(selector)]"
-            ".every(script => script.parentElement.querySelector('.jupyter-widgets'))",
-            arg=WIDGET_VIEW,
+            ".every(output => output.querySelector(':scope > .mx-view'))",
+            arg=LIVE_OUTPUT,
             timeout=30 * SECONDS,
         )
     except TimeoutError:
         problems["views"] = (
-            "an interactive view was never rendered (no .jupyter-widgets after 30 s)"
+            "a live view was never rendered (no .mx-view after 30 s)"
         )
     page.wait_for_load_state("networkidle")
     outcome = page.evaluate("""async () => {
@@ -323,7 +351,7 @@ def figures_unreadable(page, least_scale: float = 0.5) -> list[str]:
     10-point labels at 3 px on a phone. (The figures are drawn at most about 700 px wide.) And a
     figure narrowed to fit keeps its shape."""
     figures = page.evaluate("""() => [...document.querySelectorAll("figure img")]
-        .filter(img => !img.closest(".jupyter-widgets"))
+        .filter(img => !img.closest(".mx-view"))
         .map(img => ({src: img.getAttribute("src"), link: img.closest("a")?.getAttribute("href") || null,
                       shown: img.getBoundingClientRect().width, shown_height: img.getBoundingClientRect().height,
                       natural: img.naturalWidth, natural_height: img.naturalHeight}))""")
@@ -397,7 +425,7 @@ def figure_text_too_small(
         return []
     images = page.evaluate("""() => [...document.querySelectorAll(
             "article figure img, article .cell_output img")]
-        .filter(img => !img.closest(".jupyter-widgets") && img.naturalWidth)
+        .filter(img => !img.closest(".mx-view") && img.naturalWidth)
         .map(img => [img.getAttribute("src").split("/").pop(),
                      img.getBoundingClientRect().width / img.naturalWidth])""")
     problems = []
@@ -604,7 +632,7 @@ def tables_scroll_unseen(page, widest_first_column: float = 0.5) -> list[str]:
         const frame = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
         const found = [];
         const tables = [...document.querySelectorAll(".bd-article table")]
-            .filter(table => !table.closest(".jupyter-widgets") && table.getClientRects().length);
+            .filter(table => !table.closest(".mx-view") && table.getClientRects().length);
         for (const [i, table] of tables.entries()) {
             const name = `table ${i + 1} of ${tables.length} (${JSON.stringify(table.rows[0]?.textContent.trim().replace(/\\s+/g, " ").slice(0, 40))})`;
             const box = table.closest(".pst-scrollable-table-container");
@@ -645,8 +673,8 @@ def tables_scroll_unseen(page, widest_first_column: float = 0.5) -> list[str]:
     )
 
 
-def too_heavy(page_path: str, limit: int = 3 * 2**20) -> list[str]:
-    """A page's own weight: its HTML (with the saved widget state) and its images, not the
+def too_heavy(page_path: str, limit: int = PAGE_WEIGHT_LIMIT) -> list[str]:
+    """A page's own weight: its HTML (with its live views' data) and its images, not the
     scripts and styles every page shares."""
     html_file = SITE / f"{page_path}.html"
     html = html_file.read_text(encoding="utf-8")
@@ -657,11 +685,26 @@ def too_heavy(page_path: str, limit: int = 3 * 2**20) -> list[str]:
     weight = html_file.stat().st_size + sum(
         image.stat().st_size for image in images if image.is_file()
     )
+    print(f"{page_path}: own weight {weight / 2**10:.0f} KiB")
     return (
         [
-            f"the page weighs {weight / 2**20:.2f} MiB (HTML and images), over {limit / 2**20:.0f} MiB"
+            f"the page weighs {weight / 2**10:.0f} KiB (HTML and images), over {limit / 2**10:.0f} KiB"
         ]
         if weight > limit
+        else []
+    )
+
+
+def first_visit_too_heavy(
+    downloaded: int, limit: float = FIRST_VISIT_LIMIT
+) -> list[str]:
+    """Everything a first visit to the page downloaded (no cache: a new browser context)."""
+    print(f"first visit: {downloaded / 2**20:.2f} MiB")
+    return (
+        [
+            f"a first visit downloads {downloaded / 2**20:.2f} MiB, over {limit / 2**20:.1f} MiB"
+        ]
+        if downloaded > limit
         else []
     )
 
@@ -746,66 +789,59 @@ def sidebars_dead(page, width: str, screenshot_stem: Path) -> list[str]:
 # Interactive views: every control a reader can see must change what the view shows.
 
 
-def exercise_views(page) -> list[str]:
-    """Move each visible control of each view once, last first (a view's inner controls come
-    after the outer ones that choose them), until every control that became visible has moved."""
+def exercise_views(page, page_path: str) -> list[str]:
+    """Move every control of every live view once; each must change what its view shows. The
+    views' controls must number what CONTROL_COUNTS says, each with a visible name, and the
+    views' text must stay legible (9 px at least, at either width)."""
     problems = []
-    views = page.locator(TOP_LEVEL_VIEW)
-    if views.count() != page.locator(WIDGET_VIEW).count():
+    views = page.locator(LIVE_VIEW)
+    if views.count() != page.locator(LIVE_OUTPUT).count():
         problems.append(
-            f"{page.locator(WIDGET_VIEW).count()} widget outputs but {views.count()} rendered views"
+            f"{page.locator(LIVE_OUTPUT).count()} live outputs but {views.count()} rendered views"
+        )
+    controls = page.locator(f"{LIVE_VIEW} {CONTROLS}")
+    expected = CONTROL_COUNTS.get(page_path, 0)
+    if controls.count() != expected:
+        problems.append(
+            f"{controls.count()} controls in the live views, not {expected}"
+        )
+    smallest = page.evaluate("""() => Math.min(Infinity, ...[...document.querySelectorAll(
+        '.mx-view svg text')].filter(t => t.textContent.trim())
+        .map(t => t.getBoundingClientRect().height))""")
+    if smallest < 9:
+        problems.append(
+            f"a live view's text is {smallest:.1f} px tall, under 9 px"
         )
     for v in range(views.count()):
         view = views.nth(v)
-        for moved in range(1, 51):
-            untested = view.locator(
-                f":is({CONTROLS}):not([data-site-test])"
-            ).filter(visible=True)
-            if untested.count() == 0:
-                break
-            untested.last.evaluate(
-                "(control, id) => control.dataset.siteTest = id", str(moved)
-            )
-            control = view.locator(f'[data-site-test="{moved}"]')
-            problem = exercise(view, control)
+        mine = view.locator(CONTROLS)
+        for c in range(mine.count()):
+            problem = exercise(view, mine.nth(c))
             if problem:
                 problems.append(f"view {v + 1} of {views.count()}: {problem}")
-        else:
-            problems.append(
-                f"view {v + 1} of {views.count()}: gave up after 50 controls"
-            )
     return problems
 
 
 def exercise(view, control) -> str | None:
-    """Move one control; say what went wrong, if anything."""
-    kind = next(
-        k
-        for k in KINDS
-        if control.evaluate(
-            "(el, k) => el.classList.contains('widget-' + k)", k
-        )
+    """Move one control as a reader would; say what went wrong, if anything."""
+    name_node = control.locator(":scope > label, :scope > legend").first
+    name = name_node.inner_text().strip() if name_node.count() else ""
+    if not name:
+        return "a control without a visible name"
+    kind = control.evaluate(
+        "el => el.querySelector('input[type=range]') ? 'slider'"
+        " : el.querySelector('select') ? 'list' : 'choice'"
     )
-    value, move = KINDS[kind]
-    name = f"{kind} {control.locator('.widget-label').first.inner_text().strip() or '(no label)'!r}"
-    # The control itself is masked: the rest of the view (what it is linked to) must change.
-    # Nor may a focus ring or a hover left by the previous move count as a change.
-    unfocus_and_unhover(view.page)
-    old, before = (
-        value(control),
-        view.screenshot(mask=[control], animations="disabled"),
-    )
-    move(control)
-    if not eventually(lambda: value(control) != old):
-        return f"{name} did not move (its value stayed {old!r})"
-    unfocus_and_unhover(view.page)
-    if not eventually(
-        lambda: (
-            view.screenshot(mask=[control], animations="disabled") != before
-        )
-    ):
-        return f"moving {name} from {old!r} to {value(control)!r} did not change the view"
-    print(f"moved {name} from {old!r} to {value(control)!r}: the view changed")
+    drawing = view.locator(".mx-figures")
+    before = drawing.inner_html()
+    old = KINDS[kind][0](control)
+    KINDS[kind][1](control)
+    new = KINDS[kind][0](control)
+    if new == old:
+        return f"{kind} {name!r} did not move (its value stayed {old!r})"
+    if not eventually(lambda: drawing.inner_html() != before):
+        return f"moving {kind} {name!r} from {old!r} to {new!r} did not change the view"
+    print(f"moved {kind} {name!r} from {old!r} to {new!r}: the view changed")
     return None
 
 
@@ -818,57 +854,80 @@ def eventually(condition, seconds=5) -> bool:
     return True
 
 
-def unfocus_and_unhover(page):
-    page.evaluate("document.activeElement?.blur()")
-    page.mouse.move(0, 0)
+# How to read and move each kind of control. A slider moves by the keyboard (an arrow key; back
+# at its end), a choice by a tap or click on another option's label, a list by choosing another.
 
 
-# How to read and move each kind of control, as the widget HTML manager (ipywidgets 8) draws it.
-
-
-def toggle_buttons_value(control):
-    active = control.locator("button.mod-active")
-    return active.first.inner_text().strip() if active.count() else None
-
-
-def toggle_buttons_move(control):
-    control.locator("button:not(.mod-active)").filter(
-        visible=True
-    ).first.click()
-
-
-def slider_value(
-    control,
-):  # a selection slider's readout is its option's label
-    return control.locator(".widget-readout").first.inner_text().strip()
+def slider_value(control):
+    return control.locator("output").inner_text().strip()
 
 
 def slider_move(control):
-    # The slider is a noUiSlider, whose handle takes the arrow keys; at the end, it steps back.
-    handle = control.locator(".noUi-handle").first
-    at_end = float(handle.get_attribute("aria-valuenow")) >= float(
-        handle.get_attribute("aria-valuemax")
-    )
+    handle = control.locator("input[type=range]")
+    at_end = float(handle.input_value()) >= float(handle.get_attribute("max"))
     handle.focus()
     handle.press("ArrowLeft" if at_end else "ArrowRight")
 
 
-def dropdown_value(control):
+def choice_value(control):
+    return control.locator("input:checked").get_attribute("value")
+
+
+def choice_move(control):
+    control.locator("input:not(:checked) + label").first.click()
+
+
+def list_value(control):
     return control.locator("select").input_value()
 
 
-def dropdown_move(control):
+def list_move(control):
     select = control.locator("select")
     options = select.locator("option").evaluate_all(
         "options => options.map(o => o.value)"
     )
-    select.select_option(
-        next((o for o in options if o != select.input_value()), None)
-    )
+    select.select_option(next(o for o in options if o != select.input_value()))
 
 
 KINDS = {
-    "toggle-buttons": (toggle_buttons_value, toggle_buttons_move),
     "slider": (slider_value, slider_move),
-    "dropdown": (dropdown_value, dropdown_move),
+    "choice": (choice_value, choice_move),
+    "list": (list_value, list_move),
 }
+
+
+def test_without_scripts_each_live_view_shows_its_static_picture(
+    site_url, browser
+):
+    """Where scripts do not run, every live view's output shows its fallback picture, with alt
+    text, in its place."""
+    context = browser.new_context(
+        java_script_enabled=False, viewport=WIDTHS["phone"]
+    )
+    problems = []
+    try:
+        page = context.new_page()
+        for page_path in CONTROL_COUNTS:
+            page.goto(f"{site_url}/{page_path}.html", wait_until="load")
+            outputs = page.locator(LIVE_OUTPUT)
+            pictures = page.locator(f"{LIVE_OUTPUT} img")
+            if outputs.count() == 0 or pictures.count() != outputs.count():
+                problems.append(
+                    f"{page_path}: {outputs.count()} live views, {pictures.count()} static pictures"
+                )
+            for i in range(pictures.count()):
+                picture = pictures.nth(i)
+                loaded = picture.evaluate(
+                    "img => img.complete && img.naturalWidth > 0"
+                )
+                if not (
+                    picture.is_visible()
+                    and loaded
+                    and picture.get_attribute("alt")
+                ):
+                    problems.append(
+                        f"{page_path}: static picture {i + 1} is not shown with its alt text"
+                    )
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)

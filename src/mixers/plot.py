@@ -18,6 +18,7 @@ from ._checks import (
     check_choice,
     check_finite_float,
     check_flags,
+    check_int_in,
     check_non_negative_float,
     check_non_negative_int,
     check_positive_float,
@@ -124,7 +125,8 @@ def use_book_style() -> None:
     """The book's figures from here on: text of ``TEXT_POINTS``, and, in a
     notebook, every figure's PNG output (retina, as the chapters ask) recording
     its smallest text in the picture's pixels (``SMALLEST_TEXT_KEY``), which
-    the browser test turns into the size a phone shows it at."""
+    the browser test turns into the size a phone shows it at; the PNG has a
+    palette (:func:`palette_png`), which keeps notebooks and pages light."""
     plt.rcParams.update(BOOK_STYLE)
     try:
         from IPython import get_ipython
@@ -142,6 +144,7 @@ def use_book_style() -> None:
         # The inline backend's own options (bbox_inches="tight"), as it would.
         options = InlineBackend.instance().print_figure_kwargs
         data, metadata = retina_figure(figure, base64=False, **options)
+        data = palette_png(data)
         points = smallest_text_points(figure)
         if points is not None:
             # retina: twice the figure's pixels per inch
@@ -153,6 +156,23 @@ def use_book_style() -> None:
     from matplotlib.figure import Figure
 
     shell.display_formatter.formatters["image/png"].for_type(Figure, png)
+
+
+def palette_png(png: bytes, colours: int = 256) -> bytes:
+    """PNG bytes re-encoded with a palette of at most ``colours`` colours (an
+    int in [2, 256]). A figure's few flat colours, colour maps and
+    anti-aliased edges fit in 256 with no visible change, in a third of the
+    bytes or less of a true-colour PNG."""
+    import io
+
+    from PIL import Image
+
+    check_int_in("colours", colours, 2, 256)
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    palette = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT)
+    out = io.BytesIO()
+    palette.save(out, format="png", optimize=True)
+    return out.getvalue()
 
 
 def panel_grid(
