@@ -24,6 +24,8 @@ from mixers.positions import (
     RotaryMultiHeadAttention,
     SinusoidalPositions,
     rotary_embedding,
+    rotary_tables,
+    rotate_pairs,
     sinusoidal_table,
 )
 
@@ -225,6 +227,63 @@ def test_rotary_attention_matches_reference(backend, causal):
         torch.testing.assert_close(
             module(x), reference_rotary_mha(module, x), atol=ATOL, rtol=0
         )
+
+
+def test_rotating_pairs_is_one_complex_multiply():
+    x = torch.randn(3, 4, 7, 10, dtype=DT)
+    positions = torch.arange(7) * 3
+    cos, sin = rotary_tables(positions, 10, dtype=DT)
+    angles = positions[:, None].to(DT) * 10000.0 ** (
+        -torch.arange(0, 10, 2, dtype=DT) / 10
+    )
+    as_complex = torch.view_as_complex(x.unflatten(-1, (5, 2)).contiguous())
+    expected = torch.view_as_real(
+        as_complex * torch.polar(torch.ones_like(angles), angles)
+    )
+    torch.testing.assert_close(
+        rotate_pairs(x, cos, sin), expected.flatten(-2), atol=ATOL, rtol=0
+    )
+
+
+def test_rotary_tables_are_built_once_and_grown_only_when_a_call_reaches_past_them():
+    module = make_rotary("eager")
+    calls = []
+    real = rotary_tables
+
+    def counting(positions, *args):
+        calls.append(len(positions))
+        return real(positions, *args)
+
+    import mixers.positions as positions_module
+
+    positions_module.rotary_tables = counting
+    try:
+        with torch.no_grad():
+            for seq in (
+                5,
+                5,
+                3,
+                5,
+                9,
+                2,
+                9,
+            ):  # short, the same, longer, shorter
+                x = torch.randn(2, seq, 16, dtype=DT)
+                # each call still equals the reference (the loop rotation), whatever was cached
+                torch.testing.assert_close(
+                    module(x),
+                    reference_rotary_mha(module, x),
+                    atol=ATOL,
+                    rtol=0,
+                )
+            assert calls == [
+                5,
+                10,
+            ]  # built for 5 positions, rebuilt at twice that
+            module.float()(torch.randn(1, 4, 16))  # another dtype: built anew
+            assert calls == [5, 10, 4]
+    finally:
+        positions_module.rotary_tables = real
 
 
 def test_rotary_attention_is_causal_by_perturbation():

@@ -1488,3 +1488,38 @@ def test_the_step_loop_never_reads_a_tensor_back_between_evaluations(
         torch.zeros(2, 3, dtype=torch.long, device="meta"), "idx", 65
     )
     assert reads == []
+
+
+GPU_PATH_SCRIPT = Path(__file__).with_name("gpu_path_on_cpu.py")
+
+
+def test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one(
+    tmp_path,
+):
+    """No GPU has run the gpu profile; its code path can still be run. In a fresh process with an
+    empty compile cache, tests/gpu_path_on_cpu.py trains a tiny model with each attention-family
+    token mixer for 3 steps of the gpu profile's recipe: torch.compile with inductor (code
+    generated and run, not traced only), bf16 autocast (the CPU's bf16 support stubbed in, as a
+    GPU with bf16 would choose it) and the fused attention kernels; each loss equals the same
+    steps uncompiled, to bf16's precision."""
+    import mixers
+
+    corpus = Path(mixers.__file__).with_name("tinyshakespeare.txt")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    run = subprocess.run(
+        [sys.executable, str(GPU_PATH_SCRIPT), str(corpus)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert sorted(report) == ["alibi", "attention", "rotary"]
+    for mixer, losses in report.items():
+        assert losses["precision"] == "torch.bfloat16", mixer
+        assert len(losses["eager"]) == len(losses["compiled"]) >= 1, mixer
+        for eager, compiled in zip(losses["eager"], losses["compiled"]):
+            assert math.isfinite(compiled) and abs(compiled - eager) < 0.02, (
+                f"{mixer}: compiled {compiled} against eager {eager}"
+            )

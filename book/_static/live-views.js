@@ -9,13 +9,21 @@
 // have a view.
 const outputs = document.querySelectorAll(".mixers-live");
 if (outputs.length) {
-  const { default: widget } = await import(new URL("./views.js", import.meta.url));
+  const { default: widget } = await import(
+    new URL("./views.js", import.meta.url)
+  );
   for (const output of outputs) {
-    const data = JSON.parse(output.querySelector('script[type="application/json"]').textContent);
+    const data = JSON.parse(
+      output.querySelector('script[type="application/json"]').textContent,
+    );
     const model = {
       get: (key) => data[key],
-      set: (key, value) => { data[key] = value; },
-      on() {}, off() {}, save_changes() {},
+      set: (key, value) => {
+        data[key] = value;
+      },
+      on() {},
+      off() {},
+      save_changes() {},
     };
     widget.render({ model, el: output });
   }

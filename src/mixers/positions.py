@@ -33,6 +33,8 @@ __all__ = [
     "POSITION_SCHEMES",
     "build_positions",
     "rotary_embedding",
+    "rotary_tables",
+    "rotate_pairs",
     "RotaryMultiHeadAttention",
 ]
 
@@ -226,25 +228,53 @@ def rotary_embedding(
     angles_shape = _rotary_angles_shape(q_or_k, positions)
     # base 0: infinite angles, NaN or zeros out
     check_positive_float("base", base)
-    d_head = q_or_k.shape[-1]
     # Angles in at least float32: float16 spaces numbers 1 apart near 2000, so
     # p · θ there would be off by up to half a radian.
     compute = torch.promote_types(q_or_k.dtype, torch.float32)
+    cos, sin = rotary_tables(
+        # the angles' shape less its last axis, which rotary_tables adds
+        positions.to(q_or_k.device).reshape(angles_shape[:-1]),
+        q_or_k.shape[-1],
+        base,
+        dtype=compute,
+    )
+    return rotate_pairs(q_or_k.to(compute), cos, sin).to(q_or_k.dtype)
+
+
+def rotary_tables(
+    positions: Tensor, d_head: int, base: float = 10000.0, dtype=None
+) -> tuple[Tensor, Tensor]:
+    """The rotation of every channel pair at ``positions`` (``[..., seq]``),
+    laid out like the channels: ``cos, sin``, each ``[..., seq, d_head]``, on
+    the positions' device, in ``dtype`` (default float32).
+
+    Pair i turns by ``θ_i = p · base^(-2i/d_head)``; ``cos`` holds ``cos θ_i``
+    at both channels of pair i and ``sin`` holds ``(-sin θ_i, +sin θ_i)``, so
+    that :func:`rotate_pairs` is two products and a sum."""
+    dtype = torch.float32 if dtype is None else dtype
     inv_freq = base ** (
-        -torch.arange(0, d_head, 2, device=q_or_k.device, dtype=compute)
+        -torch.arange(0, d_head, 2, device=positions.device, dtype=dtype)
         / d_head
     )
-    angles = (
-        positions.to(device=q_or_k.device, dtype=compute).reshape(angles_shape)
-        * inv_freq
-    )
-    cos, sin = torch.cos(angles), torch.sin(angles)  # [..., seq, d_head / 2]
-    pairs = q_or_k.to(compute).unflatten(-1, (d_head // 2, 2))
-    even, odd = pairs[..., 0], pairs[..., 1]
-    rotated = torch.stack(
-        (even * cos - odd * sin, even * sin + odd * cos), dim=-1
-    )
-    return rotated.flatten(-2).to(q_or_k.dtype)
+    angles = positions.to(dtype).unsqueeze(-1) * inv_freq  # [..., seq, d/2]
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    signed = torch.stack((-sin, sin), dim=-1).flatten(-2)
+    return cos.repeat_interleave(2, dim=-1), signed
+
+
+def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    r"""Each channel pair of ``x`` (``[..., seq, d_head]``) turned by its
+    angle: the complex product :math:`(x_{2i} + \mathrm{i}\, x_{2i+1})\,
+    e^{\mathrm{i} θ_i}` in real arithmetic, with ``cos`` and ``sin`` from
+    :func:`rotary_tables` (broadcastable to ``x``)::
+
+        out[2i]   = x[2i] cos θ - x[2i+1] sin θ
+        out[2i+1] = x[2i+1] cos θ + x[2i] sin θ
+
+    ``swapped`` holds each pair the other way round, ``(x[2i+1], x[2i])``.
+    """
+    swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+    return x * cos + swapped * sin
 
 
 class RotaryMultiHeadAttention(MultiHeadAttention):
@@ -296,16 +326,38 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                 f" n_heads={n_heads}, d_head={self.d_head}"
             )
         self.base = check_positive_float("base", base)
+        # ((device, dtype), cos, sin) for positions 0, 1, ..., len - 1; grown
+        # on demand
+        self._tables: tuple[tuple, Tensor, Tensor] | None = None
+
+    def _rotation(self, start: int, length: int, device, dtype) -> tuple:
+        """``cos, sin`` (:func:`rotary_tables`, in ``dtype``) for positions
+        ``start .. start + length - 1``: slices of tables built once per
+        device and dtype, and rebuilt (twice as long) when a call reaches past
+        them, so that training (the same positions every step) and decoding
+        (one more position per token) build them once or a few times."""
+        key, end = (torch.device(device), dtype), start + length
+        if torch.compiler.is_compiling():  # built in the graph, fused there
+            positions = torch.arange(start, end, device=device)
+            return rotary_tables(positions, self.d_head, self.base, dtype)
+        same = self._tables is not None and self._tables[0] == key
+        if not same or self._tables[1].shape[0] < end:
+            # twice as long as before when a call reached past the old tables
+            size = max(end, 2 * self._tables[1].shape[0]) if same else end
+            positions = torch.arange(size, device=device)
+            cos, sin = rotary_tables(positions, self.d_head, self.base, dtype)
+            self._tables = (key, cos, sin)
+        _, cos, sin = self._tables
+        return cos[start:end], sin[start:end]
 
     def transform_qk(
         self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0
     ) -> tuple[Tensor, Tensor]:
-        q_positions = torch.arange(
-            q_offset, q_offset + q.shape[-2], device=q.device
-        )
-        k_positions = torch.arange(
-            k_offset, k_offset + k.shape[-2], device=k.device
-        )
-        return rotary_embedding(q, q_positions, self.base), rotary_embedding(
-            k, k_positions, self.base
-        )
+        # in float32 at least, as rotary_embedding
+        compute = torch.promote_types(q.dtype, torch.float32)
+
+        def rotate(x, start):
+            cos, sin = self._rotation(start, x.shape[-2], x.device, compute)
+            return rotate_pairs(x.to(compute), cos, sin).to(x.dtype)
+
+        return rotate(q, q_offset), rotate(k, k_offset)

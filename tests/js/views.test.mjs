@@ -11,12 +11,25 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import {
-  ACTIVATIONS, alibiBias, alibiSlopes, decodeLower, diagonalMeans, erf, gaussians,
-  niceTicks, softmaxRows, toeplitzScore, unitOutput, VIEWS,
+  ACTIVATIONS,
+  alibiBias,
+  alibiSlopes,
+  decodeLower,
+  diagonalMeans,
+  erf,
+  gaussians,
+  niceTicks,
+  softmaxRows,
+  toeplitzScore,
+  unitOutput,
+  VIEWS,
 } from "../../src/mixers/views/views.js";
 
 const path = process.env.MIXERS_FIXTURES;
-assert.ok(path, "set MIXERS_FIXTURES to a file written by `python -m mixers.live`");
+assert.ok(
+  path,
+  "set MIXERS_FIXTURES to a file written by `python -m mixers.live`",
+);
 const fixtures = JSON.parse(readFileSync(path, "utf8"));
 
 // Every value within atol + rtol·|expected|; null in a fixture is -Infinity.
@@ -26,10 +39,16 @@ function close(actual, expected, what, { atol = 1e-12, rtol = 1e-9 } = {}) {
     const want = expected[i] === null ? -Infinity : expected[i];
     const got = actual[i];
     if (want === -Infinity) {
-      assert.equal(got, -Infinity, `${what}[${i}]: ${got}, expected -Infinity`);
+      assert.equal(
+        got,
+        -Infinity,
+        `${what}[${i}]: ${got}, expected -Infinity`,
+      );
     } else {
-      assert.ok(Math.abs(got - want) <= atol + rtol * Math.abs(want),
-        `${what}[${i}]: ${got}, expected ${want}`);
+      assert.ok(
+        Math.abs(got - want) <= atol + rtol * Math.abs(want),
+        `${what}[${i}]: ${got}, expected ${want}`,
+      );
     }
   }
 }
@@ -37,17 +56,33 @@ function close(actual, expected, what, { atol = 1e-12, rtol = 1e-9 } = {}) {
 test("ALiBi slopes equal the package's for every head count 1..64", () => {
   for (let n = 1; n <= 64; n++) {
     // the package computes them in float32
-    close(alibiSlopes(n), fixtures.slopes[n], `slopes(${n})`, { atol: 0, rtol: 1e-7 });
+    close(alibiSlopes(n), fixtures.slopes[n], `slopes(${n})`, {
+      atol: 0,
+      rtol: 1e-7,
+    });
   }
 });
 
 test("the slope rule changes past a power of two: 3, 6, 12 and 24 heads", () => {
   // the first p slopes are the p-head model's; the rest fall between them
-  for (const [n, p] of [[3, 2], [6, 4], [12, 8], [24, 16]]) {
+  for (const [n, p] of [
+    [3, 2],
+    [6, 4],
+    [12, 8],
+    [24, 16],
+  ]) {
     const slopes = alibiSlopes(n);
-    assert.deepEqual(slopes.slice(0, p), alibiSlopes(p), `${n} heads begin as ${p}`);
+    assert.deepEqual(
+      slopes.slice(0, p),
+      alibiSlopes(p),
+      `${n} heads begin as ${p}`,
+    );
     const between = alibiSlopes(2 * p).filter((_, i) => i % 2 === 0);
-    assert.deepEqual(slopes.slice(p), between.slice(0, n - p), `${n} heads: the extra slopes`);
+    assert.deepEqual(
+      slopes.slice(p),
+      between.slice(0, n - p),
+      `${n} heads: the extra slopes`,
+    );
     assert.equal(new Set(slopes).size, n, `${n} heads: no slope repeats`);
   }
   assert.throws(() => alibiSlopes(0), RangeError);
@@ -57,9 +92,16 @@ test("the slope rule changes past a power of two: 3, 6, 12 and 24 heads", () => 
 test("ALiBi biases equal the package's causal bias", () => {
   const { n_heads: heads, length, values, symmetric } = fixtures.bias;
   alibiSlopes(heads).forEach((m, h) => {
-    close(alibiBias(m, length), values[h], `bias of head ${h}`, { atol: 1e-6, rtol: 1e-6 });
-    close(alibiBias(m, length, { symmetric: true }), symmetric[h], `symmetric bias of head ${h}`,
-      { atol: 1e-6, rtol: 1e-6 });
+    close(alibiBias(m, length), values[h], `bias of head ${h}`, {
+      atol: 1e-6,
+      rtol: 1e-6,
+    });
+    close(
+      alibiBias(m, length, { symmetric: true }),
+      symmetric[h],
+      `symmetric bias of head ${h}`,
+      { atol: 1e-6, rtol: 1e-6 },
+    );
   });
 });
 
@@ -67,9 +109,18 @@ test("softmax with a scale, plain and causal, equals masked_softmax", () => {
   const { scores, scale, plain, causal } = fixtures.softmax;
   scores.forEach((s, k) => {
     const n = Math.sqrt(s.length);
-    close(softmaxRows(Float64Array.from(s), n, n, scale), plain[k], `plain ${k}`, { atol: 1e-12 });
-    const masked = Float64Array.from(s, (v, i) => (i % n > Math.floor(i / n) ? -Infinity : v));
-    close(softmaxRows(masked, n, n, scale), causal[k], `causal ${k}`, { atol: 1e-12 });
+    close(
+      softmaxRows(Float64Array.from(s), n, n, scale),
+      plain[k],
+      `plain ${k}`,
+      { atol: 1e-12 },
+    );
+    const masked = Float64Array.from(s, (v, i) =>
+      i % n > Math.floor(i / n) ? -Infinity : v,
+    );
+    close(softmaxRows(masked, n, n, scale), causal[k], `causal ${k}`, {
+      atol: 1e-12,
+    });
   });
   // a row with no key to read is all zeros, as in the package
   assert.deepEqual([...softmaxRows([-Infinity, -Infinity], 1, 2)], [0, 0]);
@@ -77,9 +128,15 @@ test("softmax with a scale, plain and causal, equals masked_softmax", () => {
 
 test("every activation equals the package's at 81 points on [-10, 10]", () => {
   const { z, values } = fixtures.activations;
-  assert.deepEqual(Object.keys(ACTIVATIONS).sort(), Object.keys(values).sort());
+  assert.deepEqual(
+    Object.keys(ACTIVATIONS).sort(),
+    Object.keys(values).sort(),
+  );
   for (const [name, expected] of Object.entries(values)) {
-    close(z.map(ACTIVATIONS[name]), expected, name, { atol: 2e-7, rtol: 2e-7 });
+    close(z.map(ACTIVATIONS[name]), expected, name, {
+      atol: 2e-7,
+      rtol: 2e-7,
+    });
   }
   assert.ok(Math.abs(erf(0.5) - 0.5204998778130465) < 1e-9);
 });
@@ -87,26 +144,53 @@ test("every activation equals the package's at 81 points on [-10, 10]", () => {
 test("gated units f(a)·b equal the package's", () => {
   const { a, b, values } = fixtures.gated;
   for (const [name, expected] of Object.entries(values)) {
-    close(a.map((ai, i) => unitOutput(name, true, ai, b[i])), expected, name, { atol: 1e-6, rtol: 2e-7 });
-    close(a.map((ai, i) => unitOutput(name, false, ai, b[i])), a.map(ACTIVATIONS[name]), `${name} ungated`);
+    close(
+      a.map((ai, i) => unitOutput(name, true, ai, b[i])),
+      expected,
+      name,
+      { atol: 1e-6, rtol: 2e-7 },
+    );
+    close(
+      a.map((ai, i) => unitOutput(name, false, ai, b[i])),
+      a.map(ACTIVATIONS[name]),
+      `${name} ungated`,
+    );
   }
   assert.throws(() => unitOutput("tanh", true, 1, 1), RangeError);
 });
 
 test("gMLP: diagonal means, Toeplitz score and the int8 encoding", () => {
-  const { n, weight, diagonal_means: means, toeplitz_score: score, encoded } = fixtures.gmlp;
+  const {
+    n,
+    weight,
+    diagonal_means: means,
+    toeplitz_score: score,
+    encoded,
+  } = fixtures.gmlp;
   close(diagonalMeans(weight, n), means, "diagonal means");
   close([toeplitzScore(weight, n)], [score], "Toeplitz score");
   const decoded = decodeLower(encoded);
   const step = encoded.scale / 254 + 1e-9; // the largest rounding error
-  close(decoded, weight.map((v, i) => (i % n > Math.floor(i / n) ? 0 : v)), "decoded", { atol: step, rtol: 0 });
+  close(
+    decoded,
+    weight.map((v, i) => (i % n > Math.floor(i / n) ? 0 : v)),
+    "decoded",
+    { atol: step, rtol: 0 },
+  );
 });
 
 test("ticks are round and cover the range", () => {
   assert.deepEqual(niceTicks(0, 10, 5), [0, 2, 4, 6, 8, 10]);
   assert.deepEqual(niceTicks(-3, 3, 4), [-2, 0, 2]);
   assert.deepEqual(niceTicks(0, 1, 4), [0, 0.25, 0.5, 0.75, 1]);
-  assert.deepEqual(Object.keys(VIEWS).sort(), ["alibi", "curves", "glu", "gmlp", "scaling", "softmax"]);
+  assert.deepEqual(Object.keys(VIEWS).sort(), [
+    "alibi",
+    "curves",
+    "glu",
+    "gmlp",
+    "scaling",
+    "softmax",
+  ]);
 });
 
 test("the scores of the scaling view have the distribution of q·k", () => {
@@ -124,7 +208,10 @@ test("the scores of the scaling view have the distribution of q·k", () => {
       squares += s * s;
     }
     const variance = squares / draws - (sum / draws) ** 2;
-    assert.ok(Math.abs(variance / d - 1) < 0.1, `variance ${variance} at d = ${d}`);
+    assert.ok(
+      Math.abs(variance / d - 1) < 0.1,
+      `variance ${variance} at d = ${d}`,
+    );
   }
   assert.equal(gaussians(3)(), gaussians(3)(), "a seed gives the same draws");
 });

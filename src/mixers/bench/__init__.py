@@ -26,6 +26,7 @@ __all__ = [
     "peak_memory",
     "summarise_times",
     "benchmark_main",
+    "profile_main",
     "load_average",
 ]
 
@@ -187,4 +188,28 @@ def benchmark_main(
     results = run(
         args.profile, args.lengths, args.repeats, progress=not args.no_progress
     )
+    print(f"wrote {save_results(name, args.profile, results, args.out)}")
+
+
+def profile_main(
+    module_doc: str, name: str, durations: dict, profiles, run: Callable
+) -> None:
+    """The command line of a benchmark that takes a profile only
+    (``--profile``, default cpu, and ``--out``): runs ``run(profile)`` and
+    saves its results as ``NAME-PROFILE.json``."""
+    # not at import: experiments import bench
+    from ..experiments import command_line
+    from ..results import save_results
+
+    parser = command_line(
+        f"python -m mixers.bench.{name}", module_doc.splitlines()[0], durations
+    )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(profiles),
+        default="cpu",
+        help="model sizes (default: cpu)",
+    )
+    args = parser.parse_args()
+    results = run(args.profile)
     print(f"wrote {save_results(name, args.profile, results, args.out)}")

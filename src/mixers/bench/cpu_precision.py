@@ -41,10 +41,10 @@ import torch.nn.functional as F
 
 from ..attention import MultiHeadAttention
 from ..data import CharDataset, random_batch
-from ..experiments import command_line, profile_settings
-from ..results import provenance, save_results
+from ..experiments import profile_settings
+from ..results import provenance
 from ..train import build_model, cpu_has_bf16, get_profile, make_optimizer
-from . import time_interleaved
+from . import profile_main, time_interleaved
 
 NAME = "cpu_precision"
 DURATIONS = {"smoke": "seconds", "cpu": "under a minute"}
@@ -213,20 +213,7 @@ def format_results(results: dict) -> str:
 
 
 def main() -> None:
-    parser = command_line(
-        f"python -m mixers.bench.{NAME}", __doc__.splitlines()[0], DURATIONS
-    )
-    parser.add_argument(
-        "--profile",
-        choices=sorted(SETTINGS),
-        default="cpu",
-        help="model sizes (default: cpu)",
-    )
-    args = parser.parse_args()
-    print(
-        "wrote"
-        f" {save_results(NAME, args.profile, run(args.profile), args.out)}"
-    )
+    profile_main(__doc__, NAME, DURATIONS, SETTINGS, run)
 
 
 if __name__ == "__main__":

@@ -27,11 +27,11 @@ import time
 
 import torch
 
-from ..experiments import command_line, profile_settings
+from ..experiments import profile_settings
 from ..model import LanguageModel, ModelConfig
-from ..results import provenance, save_results
+from ..results import provenance
 from ..train import get_profile
-from . import load_average, time_interleaved
+from . import load_average, profile_main, time_interleaved
 
 NAME = "generation"
 DURATIONS = {"smoke": "seconds", "cpu": "about two minutes on one CPU thread"}
@@ -136,20 +136,7 @@ def format_row(row: dict, new_tokens: int) -> str:
 
 
 def main() -> None:
-    parser = command_line(
-        f"python -m mixers.bench.{NAME}", __doc__.splitlines()[0], DURATIONS
-    )
-    parser.add_argument(
-        "--profile",
-        choices=sorted(SETTINGS),
-        default="cpu",
-        help="model sizes (default: cpu)",
-    )
-    args = parser.parse_args()
-    print(
-        "wrote"
-        f" {save_results(NAME, args.profile, run(args.profile), args.out)}"
-    )
+    profile_main(__doc__, NAME, DURATIONS, SETTINGS, run)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,9 @@ export function alibiBias(slope, length, { symmetric = false } = {}) {
     for (let j = 0; j < length; j++) {
       bias[i * length + j] = symmetric
         ? -slope * Math.abs(i - j)
-        : j <= i ? -slope * (i - j) : -Infinity;
+        : j <= i
+          ? -slope * (i - j)
+          : -Infinity;
     }
   }
   return bias;
@@ -57,7 +59,8 @@ export function softmaxRows(scores, rows, cols, scale = 1) {
   const out = new Float64Array(rows * cols);
   for (let r = 0; r < rows; r++) {
     let max = -Infinity;
-    for (let c = 0; c < cols; c++) max = Math.max(max, scores[r * cols + c] * scale);
+    for (let c = 0; c < cols; c++)
+      max = Math.max(max, scores[r * cols + c] * scale);
     if (max === -Infinity) continue;
     let sum = 0;
     for (let c = 0; c < cols; c++) {
@@ -187,14 +190,44 @@ const HEIGHT = 285;
 const FRAME = { left: 52, right: 16, top: 30, bottom: 44 };
 // The matplotlib colour cycle (C0, C1, ...), as the book's figures use it.
 export const COLOURS = [
-  "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+  "#1f77b4",
+  "#ff7f0e",
+  "#2ca02c",
+  "#d62728",
+  "#9467bd",
+  "#8c564b",
+  "#e377c2",
+  "#7f7f7f",
+  "#bcbd22",
+  "#17becf",
 ];
 const MAPS = {
-  viridis: ["#440154", "#482475", "#414487", "#355f8d", "#2a788e",
-    "#21918c", "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725"],
-  diverging: ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0",
-    "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f"],
+  viridis: [
+    "#440154",
+    "#482475",
+    "#414487",
+    "#355f8d",
+    "#2a788e",
+    "#21918c",
+    "#22a884",
+    "#44bf70",
+    "#7ad151",
+    "#bddf26",
+    "#fde725",
+  ],
+  diverging: [
+    "#053061",
+    "#2166ac",
+    "#4393c3",
+    "#92c5de",
+    "#d1e5f0",
+    "#f7f7f7",
+    "#fddbc7",
+    "#f4a582",
+    "#d6604d",
+    "#b2182b",
+    "#67001f",
+  ],
 };
 
 function svg(tag, attrs = {}, text) {
@@ -224,7 +257,9 @@ function colourAt(map, t) {
     TABLES[map] = Array.from({ length: 256 }, (_, k) => {
       const x = (k / 255) * (stops.length - 1);
       const i = Math.min(Math.floor(x), stops.length - 2);
-      return stops[i].map((v, c) => Math.round(v + (stops[i + 1][c] - v) * (x - i)));
+      return stops[i].map((v, c) =>
+        Math.round(v + (stops[i + 1][c] - v) * (x - i)),
+      );
     });
   }
   return TABLES[map][Math.round(Math.min(Math.max(t, 0), 1) * 255)];
@@ -250,13 +285,16 @@ export function format(v) {
   return String(Number(v.toPrecision(3)));
 }
 
-const scale = (d0, d1, r0, r1) => (v) => r0 + ((v - d0) / (d1 - d0 || 1)) * (r1 - r0);
+const scale = (d0, d1, r0, r1) => (v) =>
+  r0 + ((v - d0) / (d1 - d0 || 1)) * (r1 - r0);
 
 // A panel: an SVG with a title, described for screen readers by `label`.
 function panel(parent, title, label) {
   const figure = html("figure", { class: "mx-panel" });
   const root = svg("svg", {
-    viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", "aria-label": label,
+    viewBox: `0 0 ${WIDTH} ${HEIGHT}`,
+    role: "img",
+    "aria-label": label,
   });
   root.append(svg("title", {}, label));
   root.append(svg("text", { x: WIDTH / 2, y: 16, class: "mx-title" }, title));
@@ -266,31 +304,80 @@ function panel(parent, title, label) {
 }
 
 // Axes in a box: ticks and labels on x (bottom) and y (left).
-function axes(root, box, x, y, xs, ys, { xlabel, ylabel, xticks, yticks, xformat = format }) {
+function axes(
+  root,
+  box,
+  x,
+  y,
+  xs,
+  ys,
+  { xlabel, ylabel, xticks, yticks, xformat = format },
+) {
   const g = svg("g", { class: "mx-axes" });
-  g.append(svg("rect", { x: box.x, y: box.y, width: box.w, height: box.h, class: "mx-frame" }));
+  g.append(
+    svg("rect", {
+      x: box.x,
+      y: box.y,
+      width: box.w,
+      height: box.h,
+      class: "mx-frame",
+    }),
+  );
   for (const v of xticks ?? niceTicks(...xs)) {
     const px = x(v);
-    g.append(svg("line", { x1: px, x2: px, y1: box.y + box.h, y2: box.y + box.h + 4 }));
-    g.append(svg("text", { x: px, y: box.y + box.h + 15, class: "mx-tick" }, xformat(v)));
+    g.append(
+      svg("line", {
+        x1: px,
+        x2: px,
+        y1: box.y + box.h,
+        y2: box.y + box.h + 4,
+      }),
+    );
+    g.append(
+      svg(
+        "text",
+        { x: px, y: box.y + box.h + 15, class: "mx-tick" },
+        xformat(v),
+      ),
+    );
   }
   for (const v of yticks ?? niceTicks(...ys)) {
     const py = y(v);
     g.append(svg("line", { x1: box.x - 4, x2: box.x, y1: py, y2: py }));
-    g.append(svg("text", { x: box.x - 6, y: py + 4, class: "mx-tick mx-right" }, format(v)));
+    g.append(
+      svg(
+        "text",
+        { x: box.x - 6, y: py + 4, class: "mx-tick mx-right" },
+        format(v),
+      ),
+    );
   }
   if (xlabel) {
-    g.append(svg("text", { x: box.x + box.w / 2, y: box.y + box.h + 32, class: "mx-label" }, xlabel));
+    g.append(
+      svg(
+        "text",
+        { x: box.x + box.w / 2, y: box.y + box.h + 32, class: "mx-label" },
+        xlabel,
+      ),
+    );
   }
   if (ylabel) {
-    const at = `translate(${box.x - 38}, ${box.y + box.h / 2}) rotate(-90)`;
+    // clear of the widest tick label
+    const widest = Math.max(
+      0,
+      ...(yticks ?? niceTicks(...ys)).map((v) => format(v).length),
+    );
+    const left = box.x - Math.max(30, 14 + 6.4 * widest);
+    const at = `translate(${left}, ${box.y + box.h / 2}) rotate(-90)`;
     g.append(svg("text", { transform: at, class: "mx-label" }, ylabel));
   }
   root.append(g);
 }
 
 // A matrix as an image: `value(i, j)` -> a number, or NaN for a cell left
-// blank (masked). Drawn through a canvas of at most 400 x 400 cells.
+// blank (masked). Drawn through a canvas of at most 400 x 400 pixels; where
+// a pixel covers several cells it shows the one farthest from 0, so that a
+// narrow band (the weights of a steep head at L = 1,024) stays visible.
 function image(root, box, rows, cols, value, map, lo, hi) {
   const [w, h] = [Math.min(cols, 400), Math.min(rows, 400)];
   const canvas = document.createElement("canvas");
@@ -298,19 +385,42 @@ function image(root, box, rows, cols, value, map, lo, hi) {
   canvas.height = h;
   const context = canvas.getContext("2d");
   const pixels = context.createImageData(w, h);
+  const cell = (py, px) => {
+    let best = NaN;
+    for (let i = Math.floor((py * rows) / h); i < ((py + 1) * rows) / h; i++) {
+      for (
+        let j = Math.floor((px * cols) / w);
+        j < ((px + 1) * cols) / w;
+        j++
+      ) {
+        const v = value(i, j);
+        if (Number.isFinite(v) && !(Math.abs(v) <= Math.abs(best))) best = v;
+      }
+    }
+    return best;
+  };
   for (let py = 0; py < h; py++) {
     for (let px = 0; px < w; px++) {
-      const v = value(Math.floor((py * rows) / h), Math.floor((px * cols) / w));
+      const v = cell(py, px);
       const at = 4 * (py * w + px);
-      const [r, g, b] = Number.isFinite(v) ? colourAt(map, (v - lo) / (hi - lo || 1)) : [255, 255, 255];
+      const [r, g, b] = Number.isFinite(v)
+        ? colourAt(map, (v - lo) / (hi - lo || 1))
+        : [255, 255, 255];
       pixels.data.set([r, g, b, 255], at);
     }
   }
   context.putImageData(pixels, 0, 0);
-  root.append(svg("image", {
-    x: box.x, y: box.y, width: box.w, height: box.h,
-    href: canvas.toDataURL(), preserveAspectRatio: "none", class: "mx-pixels",
-  }));
+  root.append(
+    svg("image", {
+      x: box.x,
+      y: box.y,
+      width: box.w,
+      height: box.h,
+      href: canvas.toDataURL(),
+      preserveAspectRatio: "none",
+      class: "mx-pixels",
+    }),
+  );
 }
 
 // A vertical colour bar beside a box, from lo to hi.
@@ -318,19 +428,34 @@ function colourBar(root, box, map, lo, hi, label) {
   const id = `mx-bar-${Math.random().toString(36).slice(2)}`;
   const gradient = svg("linearGradient", { id, x1: 0, y1: 1, x2: 0, y2: 0 });
   MAPS[map].forEach((c, i, all) => {
-    gradient.append(svg("stop", { offset: i / (all.length - 1), "stop-color": c }));
+    gradient.append(
+      svg("stop", { offset: i / (all.length - 1), "stop-color": c }),
+    );
   });
   const defs = svg("defs");
   defs.append(gradient);
   root.append(defs);
   const bar = { x: box.x + box.w + 10, y: box.y, w: 10, h: box.h };
-  root.append(svg("rect", { ...xywh(bar), fill: `url(#${id})`, class: "mx-frame-solid" }));
+  root.append(
+    svg("rect", {
+      ...xywh(bar),
+      fill: `url(#${id})`,
+      class: "mx-frame-solid",
+    }),
+  );
   const y = scale(lo, hi, bar.y + bar.h, bar.y);
   for (const v of niceTicks(lo, hi, 4)) {
-    root.append(svg("text", { x: bar.x + bar.w + 3, y: y(v) + 4, class: "mx-tick mx-left" }, format(v)));
+    root.append(
+      svg(
+        "text",
+        { x: bar.x + bar.w + 3, y: y(v) + 4, class: "mx-tick mx-left" },
+        format(v),
+      ),
+    );
   }
   if (label) {
-    const at = `translate(${bar.x + bar.w + 40}, ${bar.y + bar.h / 2}) rotate(90)`;
+    const at =
+      `translate(${bar.x + bar.w + 40}, ${bar.y + bar.h / 2}) ` + `rotate(90)`;
     root.append(svg("text", { transform: at, class: "mx-label" }, label));
   }
 }
@@ -340,28 +465,62 @@ const xywh = (b) => ({ x: b.x, y: b.y, width: b.w, height: b.h });
 // Lines through points: [{points: [[x, y], ...], colour, dash, width, label}].
 function lines(root, x, y, series) {
   for (const s of series) {
-    const d = s.points.map(([a, b], i) => `${i ? "L" : "M"}${x(a).toFixed(1)},${y(b).toFixed(1)}`).join("");
-    root.append(svg("path", {
-      d, fill: "none", stroke: s.colour, "stroke-width": s.width ?? 1.8,
-      "stroke-dasharray": s.dash ?? "", "stroke-opacity": s.opacity ?? 1,
-    }));
+    const d = s.points
+      .map(
+        ([a, b], i) => `${i ? "L" : "M"}${x(a).toFixed(1)},${y(b).toFixed(1)}`,
+      )
+      .join("");
+    root.append(
+      svg("path", {
+        d,
+        fill: "none",
+        stroke: s.colour,
+        "stroke-width": s.width ?? 1.8,
+        "stroke-dasharray": s.dash ?? "",
+        "stroke-opacity": s.opacity ?? 1,
+      }),
+    );
   }
 }
 
 // A legend in the top-right (or another) corner of a box.
 function legend(root, box, entries, corner = "top-right") {
   const g = svg("g", { class: "mx-legend" });
-  const width = 12 + 6.2 * Math.max(...entries.map((e) => e.label.length)) + 22;
+  const width =
+    12 + 6.2 * Math.max(...entries.map((e) => e.label.length)) + 22;
   const x0 = corner.endsWith("right") ? box.x + box.w - width - 4 : box.x + 4;
-  const y0 = corner.startsWith("top") ? box.y + 4 : box.y + box.h - 4 - 15 * entries.length - 4;
-  g.append(svg("rect", { x: x0, y: y0, width, height: 15 * entries.length + 4, class: "mx-legend-box" }));
+  const y0 = corner.startsWith("top")
+    ? box.y + 4
+    : box.y + box.h - 4 - 15 * entries.length - 4;
+  g.append(
+    svg("rect", {
+      x: x0,
+      y: y0,
+      width,
+      height: 15 * entries.length + 4,
+      class: "mx-legend-box",
+    }),
+  );
   entries.forEach((e, i) => {
     const yy = y0 + 11 + 15 * i;
-    g.append(svg("line", {
-      x1: x0 + 5, x2: x0 + 25, y1: yy, y2: yy, stroke: e.colour,
-      "stroke-width": 2, "stroke-dasharray": e.dash ?? "",
-    }));
-    g.append(svg("text", { x: x0 + 30, y: yy + 4, class: "mx-tick mx-left" }, e.label));
+    g.append(
+      svg("line", {
+        x1: x0 + 5,
+        x2: x0 + 25,
+        y1: yy,
+        y2: yy,
+        stroke: e.colour,
+        "stroke-width": 2,
+        "stroke-dasharray": e.dash ?? "",
+      }),
+    );
+    g.append(
+      svg(
+        "text",
+        { x: x0 + 30, y: yy + 4, class: "mx-tick mx-left" },
+        e.label,
+      ),
+    );
   });
   root.append(g);
 }
@@ -371,8 +530,16 @@ function legend(root, box, entries, corner = "top-right") {
 
 let ids = 0;
 
+// A slider's readout: an integer as it is (1024, not 1.02e3), else 3 digits.
+const exact = (v) => (Number.isInteger(v) ? String(v) : format(v));
+
 // A range input with its name and its value shown beside it.
-function slider(parent, name, { min, max, step = 1, value, show = format }, onInput) {
+function slider(
+  parent,
+  name,
+  { min, max, step = 1, value, show = exact },
+  onInput,
+) {
   const id = `mx-control-${++ids}`;
   const row = html("div", { class: "mx-control" });
   row.append(html("label", { for: id }, name));
@@ -402,7 +569,12 @@ function choice(parent, name, options, value, onChange, label = String) {
   set.append(html("legend", {}, name));
   for (const option of options) {
     const id = `${group}-${set.childElementCount}`;
-    const input = html("input", { type: "radio", name: group, id, value: String(option) });
+    const input = html("input", {
+      type: "radio",
+      name: group,
+      id,
+      value: String(option),
+    });
     input.checked = option === value;
     input.addEventListener("change", () => input.checked && onChange(option));
     set.append(input, html("label", { for: id }, label(option)));
@@ -430,8 +602,22 @@ function layout(el, caption) {
 }
 
 // 2 to a power, the power as superscript characters (2⁻⁰·⁵).
-const SUPERSCRIPT = { "-": "⁻", ".": "·", 0: "⁰", 1: "¹", 2: "²", 3: "³", 4: "⁴", 5: "⁵", 6: "⁶", 7: "⁷", 8: "⁸", 9: "⁹" };
-const powerOf2 = (p) => `2${[...format(p)].map((c) => SUPERSCRIPT[c] ?? c).join("")}`;
+const SUPERSCRIPT = {
+  "-": "⁻",
+  ".": "·",
+  0: "⁰",
+  1: "¹",
+  2: "²",
+  3: "³",
+  4: "⁴",
+  5: "⁵",
+  6: "⁶",
+  7: "⁷",
+  8: "⁸",
+  9: "⁹",
+};
+const powerOf2 = (p) =>
+  `2${[...format(p)].map((c) => SUPERSCRIPT[c] ?? c).join("")}`;
 const powerOfTwo = (m) => powerOf2(Math.log2(m));
 
 // ALiBi: any head count 1..64, any head, any length up to 1,024. Left: the
@@ -439,75 +625,189 @@ const powerOfTwo = (m) => powerOf2(Math.log2(m));
 // give); right: the bias along a row, with the head's span ln(10)/m, and
 // every head's slope.
 function alibiView(el, props) {
-  const state = { heads: props.heads ?? 8, head: 0, length: props.length ?? 32, show: "bias", mask: "causal" };
+  const state = {
+    heads: props.heads ?? 8,
+    head: 0,
+    length: props.length ?? 32,
+    show: "bias",
+    mask: "causal",
+  };
   const view = layout(el);
-  slider(view.controls, "heads", { min: 1, max: 64, value: state.heads }, (v) => {
-    state.heads = v;
-    head.setMax(v - 1);
-    state.head = Number(head.input.value);
-    redraw();
-  });
-  const head = slider(view.controls, "head", { min: 0, max: state.heads - 1, value: 0 }, (v) => {
-    state.head = v;
-    redraw();
-  });
-  slider(view.controls, "length", { min: 4, max: 1024, value: state.length }, (v) => {
-    state.length = v;
-    redraw();
-  });
-  choice(view.controls, "colour shows", ["bias", "weight"], state.show, (v) => {
-    state.show = v;
-    redraw();
-  }, (v) => (v === "bias" ? "the bias" : "softmax of the bias"));
-  choice(view.controls, "attention", ["causal", "bidirectional"], state.mask, (v) => {
-    state.mask = v;
-    redraw();
-  });
-  const redraw = () => view.draw((figures) => {
-    const slopes = alibiSlopes(state.heads);
-    const m = slopes[state.head];
-    const L = state.length;
-    const span = Math.log(10) / m;
-    const symmetric = state.mask === "bidirectional";
-    const bias = alibiBias(m, L, { symmetric });
-    const weight = state.show === "weight" ? softmaxRows(bias, L, L) : null;
-    const values = weight ?? bias;
-    // matrix
-    const left = panel(figures, `head ${state.head} of ${state.heads}: m = ${powerOfTwo(m)}`,
-      `The ${state.show === "bias" ? "ALiBi bias" : "attention weights from the ALiBi bias alone"} of head ${state.head} of ${state.heads} over ${L} positions: rows are queries, columns keys, ${symmetric ? "-m|i - j| in both directions" : "the upper triangle masked"}.`);
-    const box = { x: FRAME.left, y: FRAME.top, w: 215, h: 215 };
-    const lo = weight ? 0 : -m * (L - 1);
-    const hi = weight ? 1 : 0;
-    image(left, box, L, L, (i, j) => (symmetric || j <= i ? values[i * L + j] : NaN), "viridis", lo, hi);
-    const cells = scale(0, L, box.x, box.x + box.w);
-    const cellsY = scale(0, L, box.y, box.y + box.h);
-    const ticks = niceTicks(0, L - 1, 4).filter(Number.isInteger);
-    axes(left, box, (v) => cells(v + 0.5), (v) => cellsY(v + 0.5), [0, L - 1], [0, L - 1],
-      { xlabel: "key j", ylabel: "query i", xticks: ticks, yticks: ticks });
-    colourBar(left, box, "viridis", lo, hi, weight ? "weight" : "bias");
-    // profile along a row, and every head's slope
-    const right = panel(figures, "the bias along a row",
-      `The bias -m(i - j) against the distance i - j for head ${state.head}: it falls to -ln 10 (a tenth of the weight) after ${format(span)} tokens; the matrix covers distances up to ${L - 1}.`);
-    const pbox = { x: FRAME.left, y: FRAME.top, w: WIDTH - FRAME.left - FRAME.right, h: 185 };
-    const far = Math.max(L, 1.2 * span);
-    const x = scale(0, far, pbox.x, pbox.x + pbox.w);
-    const ylo = -m * far;
-    const y = scale(ylo, 0, pbox.y + pbox.h, pbox.y);
-    right.append(svg("rect", { x: x(0), y: pbox.y, width: x(L - 1) - x(0), height: pbox.h, class: "mx-shade" }));
-    axes(right, pbox, x, y, [0, far], [ylo, 0], { xlabel: "distance i - j", ylabel: "bias" });
-    lines(right, x, y, [
-      { points: [[0, 0], [far, -m * far]], colour: COLOURS[0] },
-      { points: [[0, -Math.log(10)], [far, -Math.log(10)]], colour: "#7f7f7f", dash: "2 3", width: 1.2 },
-      { points: [[span, ylo], [span, 0]], colour: COLOURS[3], dash: "6 4", width: 1.5 },
-    ]);
-    legend(right, pbox, [
-      { label: "-m (i - j)", colour: COLOURS[0] },
-      { label: `span ${format(span)}`, colour: COLOURS[3], dash: "6 4" },
-      { label: "-ln 10", colour: "#7f7f7f", dash: "2 3" },
-    ], "bottom-left");
-    slopeStrip(right, slopes, state.head, pbox.y + pbox.h + 48);
-    return `${state.heads} heads: slopes ${slopes.slice(0, 6).map(powerOfTwo).join(", ")}${slopes.length > 6 ? ", …" : ""}. Head ${state.head} reads about ${format(span)} tokens back before its bias costs a factor of 10.`;
-  });
+  slider(
+    view.controls,
+    "heads",
+    { min: 1, max: 64, value: state.heads },
+    (v) => {
+      state.heads = v;
+      head.setMax(v - 1);
+      state.head = Number(head.input.value);
+      redraw();
+    },
+  );
+  const head = slider(
+    view.controls,
+    "head",
+    { min: 0, max: state.heads - 1, value: 0 },
+    (v) => {
+      state.head = v;
+      redraw();
+    },
+  );
+  slider(
+    view.controls,
+    "length",
+    { min: 4, max: 1024, value: state.length },
+    (v) => {
+      state.length = v;
+      redraw();
+    },
+  );
+  choice(
+    view.controls,
+    "colour shows",
+    ["bias", "weight"],
+    state.show,
+    (v) => {
+      state.show = v;
+      redraw();
+    },
+    (v) => (v === "bias" ? "the bias" : "softmax of the bias"),
+  );
+  choice(
+    view.controls,
+    "attention",
+    ["causal", "bidirectional"],
+    state.mask,
+    (v) => {
+      state.mask = v;
+      redraw();
+    },
+  );
+  const redraw = () =>
+    view.draw((figures) => {
+      const slopes = alibiSlopes(state.heads);
+      const m = slopes[state.head];
+      const L = state.length;
+      const span = Math.log(10) / m;
+      const symmetric = state.mask === "bidirectional";
+      const bias = alibiBias(m, L, { symmetric });
+      const weight = state.show === "weight" ? softmaxRows(bias, L, L) : null;
+      const values = weight ?? bias;
+      // matrix
+      const left = panel(
+        figures,
+        `head ${state.head} of ${state.heads}: m = ${powerOfTwo(m)}`,
+        (weight
+          ? "The attention weights from the ALiBi bias alone"
+          : "The ALiBi bias") +
+          ` of head ${state.head} of ${state.heads} over ${L} positions:` +
+          " rows are queries, columns keys, " +
+          (symmetric ? "-m|i - j| both ways." : "the upper triangle masked."),
+      );
+      const box = { x: FRAME.left, y: FRAME.top, w: 215, h: 215 };
+      const lo = weight ? 0 : -m * (L - 1);
+      const hi = weight ? 1 : 0;
+      image(
+        left,
+        box,
+        L,
+        L,
+        (i, j) => (symmetric || j <= i ? values[i * L + j] : NaN),
+        "viridis",
+        lo,
+        hi,
+      );
+      const cells = scale(0, L, box.x, box.x + box.w);
+      const cellsY = scale(0, L, box.y, box.y + box.h);
+      const ticks = niceTicks(0, L - 1, 4).filter(Number.isInteger);
+      axes(
+        left,
+        box,
+        (v) => cells(v + 0.5),
+        (v) => cellsY(v + 0.5),
+        [0, L - 1],
+        [0, L - 1],
+        { xlabel: "key j", ylabel: "query i", xticks: ticks, yticks: ticks },
+      );
+      colourBar(left, box, "viridis", lo, hi, weight ? "weight" : "bias");
+      // profile along a row, and every head's slope
+      const right = panel(
+        figures,
+        "the bias along a row",
+        `The bias -m(i - j) against the distance i - j for head ` +
+          `${state.head}: it falls to -ln 10 (a tenth of the weight) after ` +
+          `${format(span)} tokens; the matrix covers distances up to ` +
+          `${L - 1}.`,
+      );
+      const pbox = {
+        x: FRAME.left,
+        y: FRAME.top,
+        w: WIDTH - FRAME.left - FRAME.right,
+        h: 185,
+      };
+      const far = Math.max(L, 1.2 * span);
+      const x = scale(0, far, pbox.x, pbox.x + pbox.w);
+      const ylo = -m * far;
+      const y = scale(ylo, 0, pbox.y + pbox.h, pbox.y);
+      right.append(
+        svg("rect", {
+          x: x(0),
+          y: pbox.y,
+          width: x(L - 1) - x(0),
+          height: pbox.h,
+          class: "mx-shade",
+        }),
+      );
+      axes(right, pbox, x, y, [0, far], [ylo, 0], {
+        xlabel: "distance i - j",
+        ylabel: "bias",
+      });
+      lines(right, x, y, [
+        {
+          points: [
+            [0, 0],
+            [far, -m * far],
+          ],
+          colour: COLOURS[0],
+        },
+        {
+          points: [
+            [0, -Math.log(10)],
+            [far, -Math.log(10)],
+          ],
+          colour: "#7f7f7f",
+          dash: "2 3",
+          width: 1.2,
+        },
+        {
+          points: [
+            [span, ylo],
+            [span, 0],
+          ],
+          colour: COLOURS[3],
+          dash: "6 4",
+          width: 1.5,
+        },
+      ]);
+      legend(
+        right,
+        pbox,
+        [
+          { label: "-m (i - j)", colour: COLOURS[0] },
+          { label: `span ${format(span)}`, colour: COLOURS[3], dash: "6 4" },
+          { label: "-ln 10", colour: "#7f7f7f", dash: "2 3" },
+        ],
+        "bottom-left",
+      );
+      slopeStrip(right, slopes, state.head, pbox.y + pbox.h + 48);
+      return (
+        `${state.heads} heads: slopes ` +
+        slopes.slice(0, 6).map(powerOfTwo).join(", ") +
+        (slopes.length > 6 ? ", …" : "") +
+        `. Head ${state.head} reads about ${format(span)} tokens back` +
+        " before its bias costs a factor of 10."
+      );
+    });
   redraw();
 }
 
@@ -515,16 +815,30 @@ function alibiView(el, props) {
 // head's filled.
 function slopeStrip(root, slopes, chosen, y0) {
   const x = scale(-8, 0, FRAME.left, WIDTH - FRAME.right);
-  root.append(svg("line", { x1: x(-8), x2: x(0), y1: y0, y2: y0, class: "mx-rule" }));
+  root.append(
+    svg("line", { x1: x(-8), x2: x(0), y1: y0, y2: y0, class: "mx-rule" }),
+  );
   for (const v of [-8, -6, -4, -2, 0]) {
-    root.append(svg("text", { x: x(v), y: y0 + 16, class: "mx-tick" }, powerOf2(v)));
+    root.append(
+      svg("text", { x: x(v), y: y0 + 16, class: "mx-tick" }, powerOf2(v)),
+    );
   }
-  root.append(svg("text", { x: FRAME.left - 6, y: y0 + 4, class: "mx-tick mx-right" }, "slopes"));
+  root.append(
+    svg(
+      "text",
+      { x: FRAME.left - 6, y: y0 + 4, class: "mx-tick mx-right" },
+      "slopes",
+    ),
+  );
   slopes.forEach((m, h) => {
-    root.append(svg("circle", {
-      cx: x(Math.log2(m)), cy: y0, r: h === chosen ? 4.5 : 3,
-      class: h === chosen ? "mx-dot-chosen" : "mx-dot",
-    }));
+    root.append(
+      svg("circle", {
+        cx: x(Math.log2(m)),
+        cy: y0,
+        r: h === chosen ? 4.5 : 3,
+        class: h === chosen ? "mx-dot-chosen" : "mx-dot",
+      }),
+    );
   });
 }
 
@@ -536,14 +850,25 @@ function softmaxView(el, props) {
   const n = tokens.length;
   const state = { head: 0, log2T: 0, mask: "none" };
   const view = layout(el);
-  choice(view.controls, "head", scores.map((_, h) => h), 0, (v) => {
-    state.head = v;
-    redraw();
-  });
-  slider(view.controls, "temperature T", { min: -3, max: 3, step: 0.05, value: 0, show: (v) => format(2 ** v) }, (v) => {
-    state.log2T = v;
-    redraw();
-  });
+  choice(
+    view.controls,
+    "head",
+    scores.map((_, h) => h),
+    0,
+    (v) => {
+      state.head = v;
+      redraw();
+    },
+  );
+  slider(
+    view.controls,
+    "temperature T",
+    { min: -3, max: 3, step: 0.05, value: 0, show: (v) => format(2 ** v) },
+    (v) => {
+      state.log2T = v;
+      redraw();
+    },
+  );
   choice(view.controls, "mask", ["none", "causal"], "none", (v) => {
     state.mask = v;
     redraw();
@@ -551,44 +876,108 @@ function softmaxView(el, props) {
   const weightsOf = (h, T) => {
     const s = Float64Array.from(scores[h].flat());
     if (state.mask === "causal") {
-      for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) s[i * n + j] = -Infinity;
+      for (let i = 0; i < n; i++)
+        for (let j = i + 1; j < n; j++) s[i * n + j] = -Infinity;
     }
     return softmaxRows(s, n, n, 1 / (T * Math.sqrt(dHead)));
   };
-  const redraw = () => view.draw((figures) => {
-    const T = 2 ** state.log2T;
-    const w = weightsOf(state.head, T);
-    const entropy = meanEntropy(w, n, n);
-    const left = panel(figures, `head ${state.head}, T = ${format(T)}: entropy ${entropy.toFixed(2)} nats`,
-      `Attention weights of head ${state.head} over '${tokens.join(" ")}' at temperature ${format(T)}: rows are queries, columns keys.`);
-    const box = { x: 62, y: FRAME.top + 4, w: 205, h: 205 };
-    image(left, box, n, n, (i, j) => w[i * n + j], "viridis", 0, 1);
-    left.append(svg("rect", { ...xywh(box), class: "mx-frame" }));
-    tokens.forEach((t, i) => {
-      const c = box.x + ((i + 0.5) * box.w) / n;
-      const r = box.y + ((i + 0.5) * box.h) / n;
-      left.append(svg("text", { x: box.x - 5, y: r + 4, class: "mx-tick mx-right" }, t));
-      left.append(svg("text", { transform: `translate(${c + 4}, ${box.y + box.h + 6}) rotate(-90)`, class: "mx-tick mx-right" }, t));
+  const redraw = () =>
+    view.draw((figures) => {
+      const T = 2 ** state.log2T;
+      const w = weightsOf(state.head, T);
+      const entropy = meanEntropy(w, n, n);
+      const left = panel(
+        figures,
+        `head ${state.head}, T = ${format(T)}: entropy ` +
+          `${entropy.toFixed(2)} nats`,
+        `Attention weights of head ${state.head} over '${tokens.join(" ")}' ` +
+          `at temperature ${format(T)}: rows are queries, columns keys.`,
+      );
+      const box = { x: 62, y: FRAME.top + 4, w: 205, h: 205 };
+      image(left, box, n, n, (i, j) => w[i * n + j], "viridis", 0, 1);
+      left.append(svg("rect", { ...xywh(box), class: "mx-frame" }));
+      tokens.forEach((t, i) => {
+        const c = box.x + ((i + 0.5) * box.w) / n;
+        const r = box.y + ((i + 0.5) * box.h) / n;
+        left.append(
+          svg(
+            "text",
+            { x: box.x - 5, y: r + 4, class: "mx-tick mx-right" },
+            t,
+          ),
+        );
+        left.append(
+          svg(
+            "text",
+            {
+              transform:
+                `translate(${c + 4}, ${box.y + box.h + 6}) ` + `rotate(-90)`,
+              class: "mx-tick mx-right",
+            },
+            t,
+          ),
+        );
+      });
+      colourBar(left, box, "viridis", 0, 1, "attention weight");
+      const right = panel(
+        figures,
+        "mean entropy of each head against T",
+        `The mean entropy of each head's attention rows against the ` +
+          `temperature, from ${format(2 ** -3)} to 8; the chosen ` +
+          `temperature is marked. At most ln ${n} = ` +
+          `${Math.log(n).toFixed(2)} nats.`,
+      );
+      const pbox = {
+        x: FRAME.left,
+        y: FRAME.top,
+        w: WIDTH - FRAME.left - FRAME.right,
+        h: HEIGHT - FRAME.top - FRAME.bottom,
+      };
+      const x = scale(-3, 3, pbox.x, pbox.x + pbox.w);
+      const y = scale(0, Math.log(n) * 1.05, pbox.y + pbox.h, pbox.y);
+      axes(right, pbox, x, y, [-3, 3], [0, Math.log(n)], {
+        xlabel: "temperature T (log scale)",
+        ylabel: "entropy (nats)",
+        xticks: [-3, -2, -1, 0, 1, 2, 3],
+        xformat: (v) => format(2 ** v),
+      });
+      const grid = Array.from({ length: 61 }, (_, i) => -3 + i / 10);
+      lines(
+        right,
+        x,
+        y,
+        scores.map((_, h) => ({
+          points: grid.map((g) => [
+            g,
+            meanEntropy(weightsOf(h, 2 ** g), n, n),
+          ]),
+          colour: COLOURS[h % 10],
+          width: h === state.head ? 2.6 : 1.4,
+          opacity: h === state.head ? 1 : 0.6,
+        })),
+      );
+      lines(right, x, y, [
+        {
+          points: [
+            [state.log2T, 0],
+            [state.log2T, Math.log(n)],
+          ],
+          colour: "#333",
+          dash: "3 3",
+          width: 1,
+        },
+      ]);
+      legend(
+        right,
+        pbox,
+        scores.map((_, h) => ({
+          label: `head ${h}`,
+          colour: COLOURS[h % 10],
+        })),
+        "bottom-right",
+      );
+      return undefined;
     });
-    colourBar(left, box, "viridis", 0, 1, "attention weight");
-    const right = panel(figures, "mean entropy of each head against T",
-      `The mean entropy of each head's attention rows against the temperature, from ${format(2 ** -3)} to 8; the chosen temperature is marked. At most ln ${n} = ${Math.log(n).toFixed(2)} nats.`);
-    const pbox = { x: FRAME.left, y: FRAME.top, w: WIDTH - FRAME.left - FRAME.right, h: HEIGHT - FRAME.top - FRAME.bottom };
-    const x = scale(-3, 3, pbox.x, pbox.x + pbox.w);
-    const y = scale(0, Math.log(n) * 1.05, pbox.y + pbox.h, pbox.y);
-    axes(right, pbox, x, y, [-3, 3], [0, Math.log(n)], {
-      xlabel: "temperature T (log scale)", ylabel: "entropy (nats)",
-      xticks: [-3, -2, -1, 0, 1, 2, 3], xformat: (v) => format(2 ** v),
-    });
-    const grid = Array.from({ length: 61 }, (_, i) => -3 + i / 10);
-    lines(right, x, y, scores.map((_, h) => ({
-      points: grid.map((g) => [g, meanEntropy(weightsOf(h, 2 ** g), n, n)]),
-      colour: COLOURS[h % 10], width: h === state.head ? 2.6 : 1.4, opacity: h === state.head ? 1 : 0.6,
-    })));
-    lines(right, x, y, [{ points: [[state.log2T, 0], [state.log2T, Math.log(n)]], colour: "#333", dash: "3 3", width: 1 }]);
-    legend(right, pbox, scores.map((_, h) => ({ label: `head ${h}`, colour: COLOURS[h % 10] })), "bottom-right");
-    return undefined;
-  });
   redraw();
 }
 
@@ -596,67 +985,177 @@ function softmaxView(el, props) {
 // the square [-range, range]², on a diverging map centred on 0.
 function gluView(el, props) {
   const { variants } = props;
-  const state = { variant: props.variant ?? Object.keys(variants)[0], extent: 3, b: 1, other: "none" };
+  const state = {
+    variant: props.variant ?? Object.keys(variants)[0],
+    extent: 3,
+    b: 1,
+    other: "none",
+  };
   const view = layout(el);
-  choice(view.controls, "variant", Object.keys(variants), state.variant, (v) => {
-    state.variant = v;
-    redraw();
-  });
-  slider(view.controls, "range", { min: 0.5, max: 10, step: 0.5, value: state.extent }, (v) => {
-    state.extent = v;
-    redraw();
-  });
-  slider(view.controls, "linear branch b (left)", { min: -3, max: 3, step: 0.1, value: 1 }, (v) => {
-    state.b = v;
-    redraw();
-  });
-  list(view.controls, "compare with", ["none", ...Object.keys(variants)], "none", (v) => {
-    state.other = v;
-    redraw();
-  });
-  const redraw = () => view.draw((figures) => {
-    const { activation, gated, d_ff: dFF, parameters } = variants[state.variant];
-    const e = state.extent;
-    const zs = Array.from({ length: 201 }, (_, i) => -e + (2 * e * i) / 200);
-    const left = panel(figures, gated ? `f = ${activation}: f(a)·b at b = ${format(state.b)}` : `f = ${activation}`,
-      `The activation ${activation} on [-${e}, ${e}]${gated ? `, and the gated output f(a)·b at b = ${format(state.b)}` : ""}.`);
-    const box = { x: FRAME.left, y: FRAME.top, w: WIDTH - FRAME.left - FRAME.right, h: HEIGHT - FRAME.top - FRAME.bottom };
-    const curves = [{ points: zs.map((z) => [z, ACTIVATIONS[activation](z)]), colour: COLOURS[0], label: "f(a)" }];
-    if (gated) curves.push({ points: zs.map((z) => [z, unitOutput(activation, true, z, state.b)]), colour: COLOURS[1], dash: "6 3", label: `f(a)·${format(state.b)}` });
-    if (state.other !== "none") {
-      const other = variants[state.other];
-      curves.push({
-        points: zs.map((z) => [z, unitOutput(other.activation, other.gated, z, state.b)]),
-        colour: COLOURS[2], dash: "2 2", label: state.other + (other.gated ? `, b = ${format(state.b)}` : ""),
+  choice(
+    view.controls,
+    "variant",
+    Object.keys(variants),
+    state.variant,
+    (v) => {
+      state.variant = v;
+      redraw();
+    },
+  );
+  slider(
+    view.controls,
+    "range",
+    { min: 0.5, max: 10, step: 0.5, value: state.extent },
+    (v) => {
+      state.extent = v;
+      redraw();
+    },
+  );
+  slider(
+    view.controls,
+    "linear branch b (left)",
+    { min: -3, max: 3, step: 0.1, value: 1 },
+    (v) => {
+      state.b = v;
+      redraw();
+    },
+  );
+  list(
+    view.controls,
+    "compare with",
+    ["none", ...Object.keys(variants)],
+    "none",
+    (v) => {
+      state.other = v;
+      redraw();
+    },
+  );
+  const redraw = () =>
+    view.draw((figures) => {
+      const {
+        activation,
+        gated,
+        d_ff: dFF,
+        parameters,
+      } = variants[state.variant];
+      const e = state.extent;
+      const zs = Array.from({ length: 201 }, (_, i) => -e + (2 * e * i) / 200);
+      const left = panel(
+        figures,
+        gated
+          ? `f = ${activation}: f(a)·b at b = ${format(state.b)}`
+          : `f = ${activation}`,
+        `The activation ${activation} on [-${e}, ${e}]` +
+          (gated
+            ? `, and the gated output f(a)·b at b = ${format(state.b)}.`
+            : "."),
+      );
+      const box = {
+        x: FRAME.left,
+        y: FRAME.top,
+        w: WIDTH - FRAME.left - FRAME.right,
+        h: HEIGHT - FRAME.top - FRAME.bottom,
+      };
+      const curves = [
+        {
+          points: zs.map((z) => [z, ACTIVATIONS[activation](z)]),
+          colour: COLOURS[0],
+          label: "f(a)",
+        },
+      ];
+      if (gated)
+        curves.push({
+          points: zs.map((z) => [z, unitOutput(activation, true, z, state.b)]),
+          colour: COLOURS[1],
+          dash: "6 3",
+          label: `f(a)·${state.b < 0 ? `(${state.b})` : state.b}`,
+        });
+      if (state.other !== "none") {
+        const other = variants[state.other];
+        curves.push({
+          points: zs.map((z) => [
+            z,
+            unitOutput(other.activation, other.gated, z, state.b),
+          ]),
+          colour: COLOURS[2],
+          dash: "2 2",
+          label: state.other + (other.gated ? `, b = ${format(state.b)}` : ""),
+        });
+      }
+      const ys = curves.flatMap((c) => c.points.map((p) => p[1]));
+      let [lo, hi] = [Math.min(0, ...ys), Math.max(0, ...ys)];
+      if (hi - lo < 1e-9) hi = lo + 1;
+      const x = scale(-e, e, box.x, box.x + box.w);
+      const y = scale(lo, hi, box.y + box.h, box.y);
+      axes(left, box, x, y, [-e, e], [lo, hi], {
+        xlabel: "a = x·w1",
+        ylabel: "output",
       });
-    }
-    const ys = curves.flatMap((c) => c.points.map((p) => p[1]));
-    let [lo, hi] = [Math.min(0, ...ys), Math.max(0, ...ys)];
-    if (hi - lo < 1e-9) hi = lo + 1;
-    const x = scale(-e, e, box.x, box.x + box.w);
-    const y = scale(lo, hi, box.y + box.h, box.y);
-    axes(left, box, x, y, [-e, e], [lo, hi], { xlabel: "a = x·w1", ylabel: "output" });
-    lines(left, x, y, [
-      { points: [[-e, 0], [e, 0]], colour: "#000", width: 0.6 },
-      { points: [[0, lo], [0, hi]], colour: "#000", width: 0.6 },
-      ...curves,
-    ]);
-    legend(left, box, curves, "top-left");
-    const right = panel(figures, gated ? "f(a)·b: gated" : "f(a): b is not used",
-      `What one hidden unit of ${state.variant} outputs over its two pre-activations a and b in [-${e}, ${e}]: ${gated ? "f(a) times b, so its sign follows b" : "f(a) whatever b is"}.`);
-    const sbox = { x: FRAME.left, y: FRAME.top, w: 215, h: 215 };
-    const cells = 120;
-    const at = (k) => -e + (2 * e * (k + 0.5)) / cells;
-    let vmax = 0;
-    for (let i = 0; i < cells; i++) for (let j = 0; j < cells; j++) vmax = Math.max(vmax, Math.abs(unitOutput(activation, gated, at(j), at(cells - 1 - i))));
-    vmax = vmax || 1;
-    image(right, sbox, cells, cells, (i, j) => unitOutput(activation, gated, at(j), at(cells - 1 - i)), "diverging", -vmax, vmax);
-    const sx = scale(-e, e, sbox.x, sbox.x + sbox.w);
-    const sy = scale(-e, e, sbox.y + sbox.h, sbox.y);
-    axes(right, sbox, sx, sy, [-e, e], [-e, e], { xlabel: "a = x·w1", ylabel: "b = x·v", xticks: niceTicks(-e, e, 4), yticks: niceTicks(-e, e, 4) });
-    colourBar(right, sbox, "diverging", -vmax, vmax, "unit output");
-    return `${state.variant}: ${gated ? "gated" : "ungated"}, d_ff = ${dFF} at d_model 768, ${parameters.toLocaleString("en")} parameters.`;
-  });
+      lines(left, x, y, [
+        {
+          points: [
+            [-e, 0],
+            [e, 0],
+          ],
+          colour: "#000",
+          width: 0.6,
+        },
+        {
+          points: [
+            [0, lo],
+            [0, hi],
+          ],
+          colour: "#000",
+          width: 0.6,
+        },
+        ...curves,
+      ]);
+      legend(left, box, curves, "top-left");
+      const right = panel(
+        figures,
+        gated ? "f(a)·b: gated" : "f(a): b is not used",
+        `What one hidden unit of ${state.variant} outputs over its two ` +
+          `pre-activations a and b in [-${e}, ${e}]: ` +
+          (gated
+            ? "f(a) times b, so its sign follows b."
+            : "f(a), whatever b is."),
+      );
+      const sbox = { x: FRAME.left, y: FRAME.top, w: 215, h: 215 };
+      const cells = 120;
+      const at = (k) => -e + (2 * e * (k + 0.5)) / cells;
+      let vmax = 0;
+      for (let i = 0; i < cells; i++)
+        for (let j = 0; j < cells; j++)
+          vmax = Math.max(
+            vmax,
+            Math.abs(unitOutput(activation, gated, at(j), at(cells - 1 - i))),
+          );
+      vmax = vmax || 1;
+      image(
+        right,
+        sbox,
+        cells,
+        cells,
+        (i, j) => unitOutput(activation, gated, at(j), at(cells - 1 - i)),
+        "diverging",
+        -vmax,
+        vmax,
+      );
+      const sx = scale(-e, e, sbox.x, sbox.x + sbox.w);
+      const sy = scale(-e, e, sbox.y + sbox.h, sbox.y);
+      axes(right, sbox, sx, sy, [-e, e], [-e, e], {
+        xlabel: "a = x·w1",
+        ylabel: "b = x·v",
+        xticks: niceTicks(-e, e, 4),
+        yticks: niceTicks(-e, e, 4),
+      });
+      colourBar(right, sbox, "diverging", -vmax, vmax, "unit output");
+      return (
+        `${state.variant}: ${gated ? "gated" : "ungated"}, d_ff = ` +
+        `${dFF} at d_model 768, ${parameters.toLocaleString("en")} ` +
+        `parameters.`
+      );
+    });
   redraw();
 }
 
@@ -665,54 +1164,129 @@ function gluView(el, props) {
 // and how Toeplitz W is.
 function gmlpView(el, props) {
   const { models, layers, steps, weights } = props;
-  const state = { model: models[0], layer: 0, step: steps.length - 1, maxOffset: props.max_offset ?? 24 };
+  const state = {
+    model: models[0],
+    layer: 0,
+    step: steps.length - 1,
+    maxOffset: props.max_offset ?? 24,
+  };
   const n = weights[models[0]][0][0].n;
   const view = layout(el);
   choice(view.controls, "model", models, state.model, (v) => {
     state.model = v;
     redraw();
   });
-  choice(view.controls, "layer", Array.from({ length: layers }, (_, i) => i), 0, (v) => {
-    state.layer = v;
-    redraw();
-  });
-  slider(view.controls, "step", { min: 0, max: steps.length - 1, value: state.step, show: (v) => String(steps[v]) }, (v) => {
-    state.step = v;
-    redraw();
-  });
-  slider(view.controls, "offsets shown", { min: 4, max: n - 1, value: state.maxOffset }, (v) => {
-    state.maxOffset = v;
-    redraw();
-  });
-  const redraw = () => view.draw((figures) => {
-    const w = decodeLower(weights[state.model][state.step][state.layer]);
-    const step = steps[state.step];
-    const vmax = Math.max(...w.map(Math.abs)) || 1;
-    const left = panel(figures, `${state.model}, layer ${state.layer}, step ${step}`,
-      `The learned spatial weights W of ${state.model}, layer ${state.layer}, at step ${step}: row i mixes positions j ≤ i.`);
-    const box = { x: FRAME.left, y: FRAME.top, w: 215, h: 215 };
-    image(left, box, n, n, (i, j) => (j <= i ? w[i * n + j] : NaN), "diverging", -vmax, vmax);
-    const ticks = niceTicks(0, n - 1, 4).filter(Number.isInteger);
-    const cx = scale(0, n, box.x, box.x + box.w);
-    const cy = scale(0, n, box.y, box.y + box.h);
-    axes(left, box, (v) => cx(v + 0.5), (v) => cy(v + 0.5), [0, n - 1], [0, n - 1], { xlabel: "position j", ylabel: "position i", xticks: ticks, yticks: ticks });
-    colourBar(left, box, "diverging", -vmax, vmax, "W[i, j]");
-    const means = diagonalMeans(w, n).slice(0, state.maxOffset + 1);
-    const right = panel(figures, `Toeplitz score ${toeplitzScore(w, n).toFixed(2)}`,
-      `The mean of each diagonal of W against the offset i - j, offsets 0 to ${state.maxOffset}.`);
-    const pbox = { x: FRAME.left, y: FRAME.top, w: WIDTH - FRAME.left - FRAME.right, h: HEIGHT - FRAME.top - FRAME.bottom };
-    let [lo, hi] = [Math.min(0, ...means), Math.max(0, ...means)];
-    if (hi - lo < 1e-12) hi = lo + 1;
-    const x = scale(0, state.maxOffset, pbox.x, pbox.x + pbox.w);
-    const y = scale(lo, hi, pbox.y + pbox.h, pbox.y);
-    axes(right, pbox, x, y, [0, state.maxOffset], [lo, hi], { xlabel: "offset i - j", ylabel: "mean of the diagonal" });
-    lines(right, x, y, [
-      { points: [[0, 0], [state.maxOffset, 0]], colour: "#000", width: 0.6 },
-      { points: means.map((v, k) => [k, v]), colour: COLOURS[0] },
-    ]);
-    for (const [k, v] of means.entries()) right.append(svg("circle", { cx: x(k), cy: y(v), r: 2.2, fill: COLOURS[0] }));
-    return undefined;
-  });
+  choice(
+    view.controls,
+    "layer",
+    Array.from({ length: layers }, (_, i) => i),
+    0,
+    (v) => {
+      state.layer = v;
+      redraw();
+    },
+  );
+  slider(
+    view.controls,
+    "step",
+    {
+      min: 0,
+      max: steps.length - 1,
+      value: state.step,
+      show: (v) => String(steps[v]),
+    },
+    (v) => {
+      state.step = v;
+      redraw();
+    },
+  );
+  slider(
+    view.controls,
+    "offsets shown",
+    { min: 4, max: n - 1, value: state.maxOffset },
+    (v) => {
+      state.maxOffset = v;
+      redraw();
+    },
+  );
+  const redraw = () =>
+    view.draw((figures) => {
+      const w = decodeLower(weights[state.model][state.step][state.layer]);
+      const step = steps[state.step];
+      const vmax = Math.max(...w.map(Math.abs)) || 1;
+      const left = panel(
+        figures,
+        `${state.model}, layer ${state.layer}, step ${step}`,
+        `The learned spatial weights W of ${state.model}, layer ` +
+          `${state.layer}, at step ${step}: row i mixes positions j ≤ i.`,
+      );
+      const box = { x: FRAME.left, y: FRAME.top, w: 215, h: 215 };
+      image(
+        left,
+        box,
+        n,
+        n,
+        (i, j) => (j <= i ? w[i * n + j] : NaN),
+        "diverging",
+        -vmax,
+        vmax,
+      );
+      const ticks = niceTicks(0, n - 1, 4).filter(Number.isInteger);
+      const cx = scale(0, n, box.x, box.x + box.w);
+      const cy = scale(0, n, box.y, box.y + box.h);
+      axes(
+        left,
+        box,
+        (v) => cx(v + 0.5),
+        (v) => cy(v + 0.5),
+        [0, n - 1],
+        [0, n - 1],
+        {
+          xlabel: "position j",
+          ylabel: "position i",
+          xticks: ticks,
+          yticks: ticks,
+        },
+      );
+      colourBar(left, box, "diverging", -vmax, vmax, "W[i, j]");
+      const means = diagonalMeans(w, n).slice(0, state.maxOffset + 1);
+      const right = panel(
+        figures,
+        `Toeplitz score ${toeplitzScore(w, n).toFixed(2)}`,
+        `The mean of each diagonal of W against the offset i - j, offsets 0 ` +
+          `to ${state.maxOffset}.`,
+      );
+      const pbox = {
+        x: FRAME.left,
+        y: FRAME.top,
+        w: WIDTH - FRAME.left - FRAME.right,
+        h: HEIGHT - FRAME.top - FRAME.bottom,
+      };
+      let [lo, hi] = [Math.min(0, ...means), Math.max(0, ...means)];
+      if (hi - lo < 1e-12) hi = lo + 1;
+      const x = scale(0, state.maxOffset, pbox.x, pbox.x + pbox.w);
+      const y = scale(lo, hi, pbox.y + pbox.h, pbox.y);
+      axes(right, pbox, x, y, [0, state.maxOffset], [lo, hi], {
+        xlabel: "offset i - j",
+        ylabel: "mean of the diagonal",
+      });
+      lines(right, x, y, [
+        {
+          points: [
+            [0, 0],
+            [state.maxOffset, 0],
+          ],
+          colour: "#000",
+          width: 0.6,
+        },
+        { points: means.map((v, k) => [k, v]), colour: COLOURS[0] },
+      ]);
+      for (const [k, v] of means.entries())
+        right.append(
+          svg("circle", { cx: x(k), cy: y(v), r: 2.2, fill: COLOURS[0] }),
+        );
+      return undefined;
+    });
   redraw();
 }
 
@@ -744,7 +1318,9 @@ function curvesView(el, props) {
   const view = layout(el);
   const rateLabel = (k) => {
     const lr = pairs[state.pair].lrs[k];
-    return lr === undefined ? "" : `${format(lr)}${lr === pairs[state.pair].best_lr ? " (best)" : ""}`;
+    return lr === undefined
+      ? ""
+      : `${format(lr)}${lr === pairs[state.pair].best_lr ? " (best)" : ""}`;
   };
   list(view.controls, "pair", names, state.pair, (v) => {
     state.pair = v;
@@ -753,54 +1329,99 @@ function curvesView(el, props) {
     rate.input.value = state.rate;
     rate.input.dispatchEvent(new Event("input"));
   });
-  const rate = slider(view.controls, "learning rate", {
-    min: 0, max: pairs[state.pair].lrs.length - 1, value: state.rate, show: rateLabel,
-  }, (v) => {
-    state.rate = v;
-    redraw();
-  });
-  choice(view.controls, "loss", ["val", "train"], "val", (v) => {
-    state.loss = v;
-    redraw();
-  }, (v) => (v === "val" ? "validation" : "training"));
-  const redraw = () => view.draw((figures) => {
-    const lr = pairs[state.pair].lrs[state.rate];
-    const chosen = (p, rateOf) => pairs[p].runs.filter((r) => r.lr === rateOf);
-    const shown = [[reference, chosen(reference, pairs[reference].best_lr)]];
-    if (state.pair !== reference || lr !== pairs[reference].best_lr) shown.push([state.pair, chosen(state.pair, lr)]);
-    const what = state.loss === "val" ? "validation" : "training";
-    const root = panel(figures, `${state.pair} at ${format(lr)}, reference at its best`,
-      `${what} loss against step of ${state.pair} at learning rate ${format(lr)}, one line per seed, with the reference pair ${reference} at its best rate.`);
-    // Wide where the column is (a desktop), a standard panel on a phone.
-    const width = el.clientWidth >= 560 ? WIDTH * 1.6 : WIDTH;
-    root.setAttribute("viewBox", `0 0 ${width} ${HEIGHT}`);
-    root.querySelector(".mx-title").setAttribute("x", width / 2);
-    const box = { x: FRAME.left, y: FRAME.top, w: width - FRAME.left - FRAME.right, h: HEIGHT - FRAME.top - FRAME.bottom };
-    const runs = shown.flatMap(([p, rs]) => rs.filter((r) => !r.diverged).map((r) => [p, r]));
-    const all = runs.flatMap(([, r]) => r[state.loss].filter(Number.isFinite));
-    const last = Math.max(...runs.flatMap(([, r]) => r.steps));
-    const [lo, hi] = [Math.min(...all), Math.min(Math.max(...all), Math.min(...all) + 1.5)];
-    const x = scale(0, last, box.x, box.x + box.w);
-    const y = scale(lo, hi, box.y + box.h, box.y);
-    axes(root, box, x, y, [0, last], [lo, hi], { xlabel: "step", ylabel: `${what} loss (nats)` });
-    const clip = `mx-clip-${++ids}`;
-    const defs = svg("defs");
-    const path = svg("clipPath", { id: clip });
-    path.append(svg("rect", xywh(box)));
-    defs.append(path);
-    root.append(defs);
-    const plot = svg("g", { "clip-path": `url(#${clip})` });
-    root.append(plot);
-    const entries = runs.map(([p, r]) => ({
-      points: r.steps.map((t, i) => [t, r[state.loss][i]]).filter(([, v]) => Number.isFinite(v)),
-      colour: COLOURS[p === reference ? 0 : 1], dash: ["", "6 3", "2 2"][r.seed % 3],
-      label: `${p} seed ${r.seed}`,
-    }));
-    lines(plot, x, y, entries);
-    legend(root, box, entries, "top-right");
-    const diverged = shown.flatMap(([p, rs]) => rs.filter((r) => r.diverged).map((r) => `${p} seed ${r.seed}`));
-    return diverged.length ? `Diverged, so not drawn: ${diverged.join(", ")}.` : undefined;
-  });
+  const rate = slider(
+    view.controls,
+    "learning rate",
+    {
+      min: 0,
+      max: pairs[state.pair].lrs.length - 1,
+      value: state.rate,
+      show: rateLabel,
+    },
+    (v) => {
+      state.rate = v;
+      redraw();
+    },
+  );
+  choice(
+    view.controls,
+    "loss",
+    ["val", "train"],
+    "val",
+    (v) => {
+      state.loss = v;
+      redraw();
+    },
+    (v) => (v === "val" ? "validation" : "training"),
+  );
+  const redraw = () =>
+    view.draw((figures) => {
+      const lr = pairs[state.pair].lrs[state.rate];
+      const chosen = (p, rateOf) =>
+        pairs[p].runs.filter((r) => r.lr === rateOf);
+      const shown = [[reference, chosen(reference, pairs[reference].best_lr)]];
+      if (state.pair !== reference || lr !== pairs[reference].best_lr)
+        shown.push([state.pair, chosen(state.pair, lr)]);
+      const what = state.loss === "val" ? "validation" : "training";
+      const root = panel(
+        figures,
+        `${state.pair} at ${format(lr)}, reference at its best`,
+        `${what} loss against step of ${state.pair} at learning rate ` +
+          `${format(lr)}, one line per seed, with the reference pair ` +
+          `${reference} at its best rate.`,
+      );
+      // Wide where the column is (a desktop), a standard panel on a phone.
+      const width = el.clientWidth >= 560 ? WIDTH * 1.6 : WIDTH;
+      root.setAttribute("viewBox", `0 0 ${width} ${HEIGHT}`);
+      root.querySelector(".mx-title").setAttribute("x", width / 2);
+      const box = {
+        x: FRAME.left,
+        y: FRAME.top,
+        w: width - FRAME.left - FRAME.right,
+        h: HEIGHT - FRAME.top - FRAME.bottom,
+      };
+      const runs = shown.flatMap(([p, rs]) =>
+        rs.filter((r) => !r.diverged).map((r) => [p, r]),
+      );
+      const all = runs.flatMap(([, r]) =>
+        r[state.loss].filter(Number.isFinite),
+      );
+      const last = Math.max(...runs.flatMap(([, r]) => r.steps));
+      const [lo, hi] = [
+        Math.min(...all),
+        Math.min(Math.max(...all), Math.min(...all) + 1.5),
+      ];
+      const x = scale(0, last, box.x, box.x + box.w);
+      const y = scale(lo, hi, box.y + box.h, box.y);
+      axes(root, box, x, y, [0, last], [lo, hi], {
+        xlabel: "step",
+        ylabel: `${what} loss (nats)`,
+      });
+      const clip = `mx-clip-${++ids}`;
+      const defs = svg("defs");
+      const path = svg("clipPath", { id: clip });
+      path.append(svg("rect", xywh(box)));
+      defs.append(path);
+      root.append(defs);
+      const plot = svg("g", { "clip-path": `url(#${clip})` });
+      root.append(plot);
+      const entries = runs.map(([p, r]) => ({
+        points: r.steps
+          .map((t, i) => [t, r[state.loss][i]])
+          .filter(([, v]) => Number.isFinite(v)),
+        colour: COLOURS[p === reference ? 0 : 1],
+        dash: ["", "6 3", "2 2"][r.seed % 3],
+        label: `${p} seed ${r.seed}`,
+      }));
+      lines(plot, x, y, entries);
+      legend(root, box, entries, "top-right");
+      const diverged = shown.flatMap(([p, rs]) =>
+        rs.filter((r) => r.diverged).map((r) => `${p} seed ${r.seed}`),
+      );
+      return diverged.length
+        ? `Diverged, so not drawn: ${diverged.join(", ")}.`
+        : undefined;
+    });
   redraw();
   figuresWide(el);
 }
@@ -819,7 +1440,9 @@ export function gaussians(seed) {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-  return () => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform());
+  return () =>
+    Math.sqrt(-2 * Math.log(1 - uniform())) *
+    Math.cos(2 * Math.PI * uniform());
 }
 
 function drawScores(normal, d, n) {
@@ -829,12 +1452,22 @@ function drawScores(normal, d, n) {
 }
 
 function scalingView(el, props) {
-  const state = { log2d: props.log2_d ?? 6, n: props.keys ?? 32, scaled: "1/√dₖ", draw: 1 };
+  const state = {
+    log2d: props.log2_d ?? 6,
+    n: props.keys ?? 32,
+    scaled: "1/√dₖ",
+    draw: 1,
+  };
   const view = layout(el);
-  slider(view.controls, "dₖ", { min: 0, max: 10, value: state.log2d, show: (v) => String(2 ** v) }, (v) => {
-    state.log2d = v;
-    redraw();
-  });
+  slider(
+    view.controls,
+    "dₖ",
+    { min: 0, max: 10, value: state.log2d, show: (v) => String(2 ** v) },
+    (v) => {
+      state.log2d = v;
+      redraw();
+    },
+  );
   slider(view.controls, "keys", { min: 2, max: 64, value: state.n }, (v) => {
     state.n = v;
     redraw();
@@ -847,48 +1480,136 @@ function scalingView(el, props) {
     state.draw = v;
     redraw();
   });
-  const entropyCurve = (scaled) => Array.from({ length: 11 }, (_, e) => {
-    const normal = gaussians(1000 + e);
-    let total = 0;
-    for (let k = 0; k < 200; k++) {
-      const s = drawScores(normal, 2 ** e, state.n);
-      total += meanEntropy(softmaxRows(s, 1, state.n, scaled ? 2 ** (-e / 2) : 1), 1, state.n);
-    }
-    return [e, total / 200];
-  });
-  const redraw = () => view.draw((figures) => {
-    const d = 2 ** state.log2d;
-    const n = state.n;
-    const scaled = state.scaled !== "none";
-    const s = drawScores(gaussians(state.draw), d, n);
-    const w = softmaxRows(s, 1, n, scaled ? 1 / Math.sqrt(d) : 1);
-    const entropy = meanEntropy(w, 1, n);
-    const top = Math.max(...w);
-    const left = panel(figures, `dₖ = ${d}, ${scaled ? "scaled" : "not scaled"}: largest ${top.toFixed(2)}`,
-      `The softmax weights of one query over ${n} keys at dₖ = ${d}, ${scaled ? "with" : "without"} the scale 1/√dₖ: the largest weight is ${top.toFixed(2)}, the entropy ${entropy.toFixed(2)} nats.`);
-    const box = { x: FRAME.left, y: FRAME.top, w: WIDTH - FRAME.left - FRAME.right, h: HEIGHT - FRAME.top - FRAME.bottom };
-    const x = scale(0, n, box.x, box.x + box.w);
-    const y = scale(0, 1, box.y + box.h, box.y);
-    axes(left, box, (v) => x(v + 0.5), y, [0, n - 1], [0, 1], { xlabel: "key j", ylabel: "weight", xticks: niceTicks(0, n - 1, 4).filter(Number.isInteger) });
-    w.forEach((v, j) => {
-      left.append(svg("rect", { x: x(j) + 0.5, y: y(v), width: Math.max(x(1) - x(0) - 1, 0.5), height: y(0) - y(v), fill: COLOURS[scaled ? 0 : 3] }));
+  const entropyCurve = (scaled) =>
+    Array.from({ length: 11 }, (_, e) => {
+      const normal = gaussians(1000 + e);
+      let total = 0;
+      for (let k = 0; k < 200; k++) {
+        const s = drawScores(normal, 2 ** e, state.n);
+        total += meanEntropy(
+          softmaxRows(s, 1, state.n, scaled ? 2 ** (-e / 2) : 1),
+          1,
+          state.n,
+        );
+      }
+      return [e, total / 200];
     });
-    lines(left, x, y, [{ points: [[0, 1 / n], [n, 1 / n]], colour: "#555", dash: "3 3", width: 1 }]);
-    legend(left, box, [{ label: `uniform 1/${n}`, colour: "#555", dash: "3 3" }], "top-right");
-    const right = panel(figures, `mean entropy over 200 draws, ${n} keys`,
-      `The mean entropy of a row of ${n} weights against dₖ from 1 to 1024, with the scale (flat) and without it (falling towards 0); at most ln ${n} = ${Math.log(n).toFixed(2)} nats.`);
-    const xr = scale(0, 10, box.x, box.x + box.w);
-    const yr = scale(0, Math.log(n) * 1.05, box.y + box.h, box.y);
-    axes(right, box, xr, yr, [0, 10], [0, Math.log(n)], { xlabel: "dₖ (log scale)", ylabel: "entropy (nats)", xticks: [0, 2, 4, 6, 8, 10], xformat: (v) => String(2 ** v) });
-    const curves = [
-      { points: entropyCurve(true), colour: COLOURS[0], label: "scaled by 1/√dₖ" },
-      { points: entropyCurve(false), colour: COLOURS[3], label: "not scaled" },
-      { points: [[0, Math.log(n)], [10, Math.log(n)]], colour: "#555", dash: "3 3", width: 1, label: `uniform: ln ${n}` },
-    ];
-    lines(right, xr, yr, [...curves, { points: [[state.log2d, 0], [state.log2d, Math.log(n)]], colour: "#333", dash: "2 4", width: 1 }]);
-    legend(right, box, curves, "bottom-left");
-    return `At dₖ = ${d} the scores have a spread of ${scaled ? "1" : `√${d} = ${format(Math.sqrt(d))}`}; this draw's row puts ${top.toFixed(2)} of its weight on one key (entropy ${entropy.toFixed(2)} nats, uniform ${Math.log(n).toFixed(2)}).`;
-  });
+  const redraw = () =>
+    view.draw((figures) => {
+      const d = 2 ** state.log2d;
+      const n = state.n;
+      const scaled = state.scaled !== "none";
+      const s = drawScores(gaussians(state.draw), d, n);
+      const w = softmaxRows(s, 1, n, scaled ? 1 / Math.sqrt(d) : 1);
+      const entropy = meanEntropy(w, 1, n);
+      const top = Math.max(...w);
+      const left = panel(
+        figures,
+        `dₖ = ${d}, ${scaled ? "scaled" : "not scaled"}: largest ` +
+          `${top.toFixed(2)}`,
+        `The softmax weights of one query over ${n} keys at dₖ = ${d}, ` +
+          `${scaled ? "with" : "without"} the scale 1/√dₖ: the largest ` +
+          `weight is ${top.toFixed(2)}, the entropy ${entropy.toFixed(2)} ` +
+          `nats.`,
+      );
+      const box = {
+        x: FRAME.left,
+        y: FRAME.top,
+        w: WIDTH - FRAME.left - FRAME.right,
+        h: HEIGHT - FRAME.top - FRAME.bottom,
+      };
+      const x = scale(0, n, box.x, box.x + box.w);
+      const y = scale(0, 1, box.y + box.h, box.y);
+      axes(left, box, (v) => x(v + 0.5), y, [0, n - 1], [0, 1], {
+        xlabel: "key j",
+        ylabel: "weight",
+        xticks: niceTicks(0, n - 1, 4).filter(Number.isInteger),
+      });
+      w.forEach((v, j) => {
+        left.append(
+          svg("rect", {
+            x: x(j) + 0.5,
+            y: y(v),
+            width: Math.max(x(1) - x(0) - 1, 0.5),
+            height: y(0) - y(v),
+            fill: COLOURS[scaled ? 0 : 3],
+          }),
+        );
+      });
+      lines(left, x, y, [
+        {
+          points: [
+            [0, 1 / n],
+            [n, 1 / n],
+          ],
+          colour: "#555",
+          dash: "3 3",
+          width: 1,
+        },
+      ]);
+      legend(
+        left,
+        box,
+        [{ label: `uniform 1/${n}`, colour: "#555", dash: "3 3" }],
+        "top-right",
+      );
+      const right = panel(
+        figures,
+        `mean entropy over 200 draws, ${n} keys`,
+        `The mean entropy of a row of ${n} weights against dₖ from 1 to ` +
+          `1024, with the scale (flat) and without it (falling towards 0); ` +
+          `at most ln ${n} = ${Math.log(n).toFixed(2)} nats.`,
+      );
+      const xr = scale(0, 10, box.x, box.x + box.w);
+      const yr = scale(0, Math.log(n) * 1.05, box.y + box.h, box.y);
+      axes(right, box, xr, yr, [0, 10], [0, Math.log(n)], {
+        xlabel: "dₖ (log scale)",
+        ylabel: "entropy (nats)",
+        xticks: [0, 2, 4, 6, 8, 10],
+        xformat: (v) => String(2 ** v),
+      });
+      const curves = [
+        {
+          points: entropyCurve(true),
+          colour: COLOURS[0],
+          label: "scaled by 1/√dₖ",
+        },
+        {
+          points: entropyCurve(false),
+          colour: COLOURS[3],
+          label: "not scaled",
+        },
+        {
+          points: [
+            [0, Math.log(n)],
+            [10, Math.log(n)],
+          ],
+          colour: "#555",
+          dash: "3 3",
+          width: 1,
+          label: `uniform: ln ${n}`,
+        },
+      ];
+      lines(right, xr, yr, [
+        ...curves,
+        {
+          points: [
+            [state.log2d, 0],
+            [state.log2d, Math.log(n)],
+          ],
+          colour: "#333",
+          dash: "2 4",
+          width: 1,
+        },
+      ]);
+      legend(right, box, curves, "bottom-left");
+      return (
+        `At dₖ = ${d} the scores have a spread of ` +
+        `${scaled ? "1" : `√${d} = ${format(Math.sqrt(d))}`}; this draw's ` +
+        `row puts ${top.toFixed(2)} of its weight on one key (entropy ` +
+        `${entropy.toFixed(2)} nats, uniform ${Math.log(n).toFixed(2)}).`
+      );
+    });
   redraw();
 }
 
@@ -897,29 +1618,90 @@ function figuresWide(el) {
 }
 
 export const VIEWS = {
-  alibi: alibiView, softmax: softmaxView, glu: gluView, gmlp: gmlpView, curves: curvesView, scaling: scalingView,
+  alibi: alibiView,
+  softmax: softmaxView,
+  glu: gluView,
+  gmlp: gmlpView,
+  curves: curvesView,
+  scaling: scalingView,
 };
 
 // ---------------------------------------------------------------------------
 // The anywidget entry point (also what the site's loader calls).
 
 const STYLE = `
-.mx-view { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0.5rem 0 1rem; }
-.mx-controls { display: flex; flex-wrap: wrap; gap: 0.4rem 1rem; align-items: center; margin-bottom: 0.4rem; }
-.mx-control { display: flex; align-items: center; gap: 0.4rem; border: 0; margin: 0; padding: 0; min-inline-size: 0; flex-wrap: wrap; }
-.mx-control > label:first-child, .mx-view .mx-choice legend { font-weight: 600; font-size: inherit; line-height: inherit; float: left; width: auto; margin: 0 0.4rem 0 0; padding: 0; }
-.mx-control input[type=range] { width: 7rem; accent-color: #1f77b4; min-height: 28px; }
+.mx-view {
+  font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  color: #222;
+  margin: 0.5rem 0 1rem;
+}
+.mx-controls {
+  display: flex;
+  flex-wrap: wrap;
+  gap: 0.4rem 1rem;
+  align-items: center;
+  margin-bottom: 0.4rem;
+}
+.mx-control {
+  display: flex;
+  align-items: center;
+  gap: 0.4rem;
+  border: 0;
+  margin: 0;
+  padding: 0;
+  min-inline-size: 0;
+  flex-wrap: wrap;
+}
+.mx-control > label:first-child, .mx-view .mx-choice legend {
+  font-weight: 600;
+  font-size: inherit;
+  line-height: inherit;
+  float: left;
+  width: auto;
+  margin: 0 0.4rem 0 0;
+  padding: 0;
+}
+.mx-control input[type=range] {
+  width: 7rem;
+  accent-color: #1f77b4;
+  min-height: 28px;
+}
 .mx-control output { min-width: 2rem; font-variant-numeric: tabular-nums; }
-.mx-control select { font: inherit; padding: 0.2rem; min-height: 32px; max-width: 100%; }
+.mx-control select {
+  font: inherit;
+  padding: 0.2rem;
+  min-height: 32px;
+  max-width: 100%;
+}
 .mx-choice input { position: absolute; opacity: 0; width: 1px; height: 1px; }
-.mx-choice label { display: inline-block; padding: 0.2rem 0.6rem; min-height: 28px; line-height: 1.6; border: 1px solid #1f77b4; color: #1f77b4; cursor: pointer; margin: 0 -1px 2px 0; }
-.mx-choice input:checked + label { background: #1f77b4; color: #fff; font-weight: 600; }
-.mx-choice input:focus-visible + label { outline: 3px solid #ff7f0e; outline-offset: 1px; }
+.mx-choice label {
+  display: inline-block;
+  padding: 0.2rem 0.6rem;
+  min-height: 28px;
+  line-height: 1.6;
+  border: 1px solid #1f77b4;
+  color: #1f77b4;
+  cursor: pointer;
+  margin: 0 -1px 2px 0;
+}
+.mx-choice input:checked + label {
+  background: #1f77b4;
+  color: #fff;
+  font-weight: 600;
+}
+.mx-choice input:focus-visible + label {
+  outline: 3px solid #ff7f0e;
+  outline-offset: 1px;
+}
 .mx-figures { display: flex; flex-wrap: wrap; gap: 0.5rem; }
 .mx-panel { flex: 1 1 300px; max-width: 460px; margin: 0; }
 .mx-wide .mx-panel { max-width: 720px; flex-basis: 100%; }
 .mx-panel svg { width: 100%; height: auto; display: block; }
-.mx-panel text { font-size: 11.5px; fill: #222; font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+.mx-panel text {
+  font-size: 11.5px;
+  fill: #222;
+  font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+}
 .mx-panel .mx-title { font-size: 13px; font-weight: 600; text-anchor: middle; }
 .mx-panel .mx-tick { text-anchor: middle; }
 .mx-panel .mx-right { text-anchor: end; }
@@ -948,7 +1730,8 @@ function addStyle(el) {
 function render({ model, el }) {
   const name = model.get("view");
   const draw = VIEWS[name];
-  if (!draw) throw new Error(`mixers views: no view called ${JSON.stringify(name)}`);
+  if (!draw)
+    throw new Error(`mixers views: no view called ${JSON.stringify(name)}`);
   addStyle(el);
   const root = html("div", { class: "mx-view", "data-view": name });
   el.append(root);

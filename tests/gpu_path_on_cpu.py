@@ -1,0 +1,61 @@
+"""The gpu profile's code path on a CPU, in a fresh process (tests/test_train.py runs it).
+
+``python tests/gpu_path_on_cpu.py CORPUS``
+
+torch.compile (inductor, the real code generation), bf16 autocast (the CPU's bf16 support stubbed
+in, as a GPU would choose it) and the fused attention kernels: a few steps of a tiny model with each
+attention-family token mixer, against the same steps uncompiled. Prints one JSON line.
+"""
+
+import json
+import sys
+
+import torch
+
+import mixers.train as train
+from mixers.data import CharDataset
+
+train.cpu_has_bf16 = lambda: (
+    True
+)  # as on a GPU with bf16: autocast_dtype picks bfloat16
+text = open(sys.argv[1], encoding="utf-8").read()[:20000]
+dataset = CharDataset.from_text(text)
+report = {}
+for mixer in ("attention", "alibi", "rotary"):
+    losses = {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        profile = train.get_profile("gpu")
+        model, result = train.run_profile(
+            dataset,
+            profile,
+            model_overrides=dict(
+                block_size=32,
+                d_model=32,
+                n_layers=1,
+                n_heads=2,
+                dropout=0.0,
+                token_mixer=mixer,
+            ),
+            train_overrides=dict(
+                steps=3,
+                batch_size=2,
+                seq_len=32,
+                warmup_steps=1,
+                eval_interval=3,
+                eval_batches=1,
+                cpu_amp=True,
+                compile=compiled,
+            ),
+            device="cpu",
+            progress=False,
+        )
+        losses[compiled] = result.train_loss
+    report[mixer] = {
+        "eager": losses[False],
+        "compiled": losses[True],
+        "precision": str(
+            train.autocast_dtype(torch.device("cpu"), cpu_amp=True)
+        ),
+    }
+print(json.dumps(report))
