@@ -541,3 +541,21 @@ def test_flex_on_a_cpu_refuses_a_backward_pass_before_running():
         match=r"no backward pass on a CPU.*backend='sdpa'.*no_grad",
     ):
         layer(torch.randn(1, 5, 16))
+
+
+def test_a_module_run_as_a_script_defines_everything_before_it_runs():
+    # `python -m mixers.bench.alibi` once failed with a NameError: its `if __name__ ==
+    # "__main__": main()` stood above a function that main() calls. The guard comes last.
+    import ast
+
+    late = []
+    package = Path(mixers.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        for i, node in enumerate(body):
+            if isinstance(node, ast.If) and "__name__" in ast.unparse(
+                node.test
+            ):
+                if i != len(body) - 1:
+                    late.append(str(path.relative_to(package)))
+    assert not late, late

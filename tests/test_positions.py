@@ -245,6 +245,27 @@ def test_rotating_pairs_is_one_complex_multiply():
     )
 
 
+def test_the_compiled_form_of_the_rotation_equals_the_eager_complex_one(
+    monkeypatch,
+):
+    x = torch.randn(2, 7, 3, 10, dtype=DT).transpose(
+        1, 2
+    )  # [2, 3, 7, 10], not contiguous
+    cos, sin = rotary_tables(torch.arange(7), 10, dtype=DT)
+    eager = rotate_pairs(x, cos, sin)  # one complex product, on a view of x
+    odd = torch.randn(2 * 3 * 7 * 10 + 1, dtype=DT)[1:].view(
+        2, 3, 7, 10
+    )  # odd offset: copied
+    eager_odd = rotate_pairs(odd, cos, sin)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    torch.testing.assert_close(
+        eager, rotate_pairs(x, cos, sin), atol=ATOL, rtol=0
+    )
+    torch.testing.assert_close(
+        eager_odd, rotate_pairs(odd, cos, sin), atol=ATOL, rtol=0
+    )
+
+
 def test_rotary_tables_are_built_once_and_grown_only_when_a_call_reaches_past_them():
     module = make_rotary("eager")
     calls = []

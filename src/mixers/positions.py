@@ -271,10 +271,27 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         out[2i]   = x[2i] cos θ - x[2i+1] sin θ
         out[2i+1] = x[2i+1] cos θ + x[2i] sin θ
 
-    ``swapped`` holds each pair the other way round, ``(x[2i+1], x[2i])``.
+    Run eagerly, it is that complex product: one kernel (a pair of adjacent
+    floats *is* a complex number in memory, so ``view_as_complex`` copies
+    nothing). Under ``torch.compile``, which generates no code for complex
+    numbers, it is written out in reals, ``swapped`` holding each pair the
+    other way round, ``(x[2i+1], x[2i])``, and the compiler fuses the lines
+    into one kernel. The two are equal to rounding (tests/test_positions.py).
     """
-    swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
-    return x * cos + swapped * sin
+    if torch.compiler.is_compiling():
+        swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+        return x * cos + swapped * sin
+    pairs = x.unflatten(-1, (-1, 2))
+    # a complex view needs every stride but the last, and the offset, even
+    strides = pairs.stride()
+    if (
+        strides[-1] != 1
+        or pairs.storage_offset() % 2
+        or any(n % 2 for n in strides[:-1])
+    ):
+        pairs = pairs.clone(memory_format=torch.contiguous_format)
+    turn = torch.complex(cos[..., 0::2], sin[..., 1::2])  # e^{iθ}
+    return torch.view_as_real(torch.view_as_complex(pairs) * turn).flatten(-2)
 
 
 class RotaryMultiHeadAttention(MultiHeadAttention):

@@ -644,10 +644,6 @@ def main() -> None:
     )
 
 
-if __name__ == "__main__":
-    main()
-
-
 # -----------------------------------------------------------------------------
 # labml.ai's layout, kept as the benchmark's "before"
 
@@ -715,3 +711,8 @@ def labml_style_alibi_attention(
     weights = torch.softmax(scores, dim=1)
     out = torch.einsum("ijbh,jbhd->ibhd", weights, v)  # [seq, batch, heads, d]
     return out.permute(1, 2, 0, 3)
+
+
+# Last: run as a script, the module must have defined everything above first.
+if __name__ == "__main__":
+    main()
