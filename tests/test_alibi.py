@@ -807,3 +807,29 @@ def test_bad_arguments_raise_errors_that_name_them():
             torch.randn(1, 4, 6, 8),
             4,
         )
+
+
+def test_the_decoding_bias_is_a_view_of_one_ramp_and_equals_alibi_bias_at_every_length():
+    layer = AlibiMultiHeadAttention(16, 4, causal=True)
+    for k_len in [
+        *range(1, 40),
+        100,
+        3,
+        101,
+    ]:  # grows past the ramp twice, then shrinks
+        row = layer.attention_bias(1, k_len, "cpu", torch.float32)
+        torch.testing.assert_close(
+            row, alibi_bias(layer.slopes, 1, k_len), atol=0, rtol=0
+        )
+    ramps = {layer._ramp_cache[1].data_ptr()}
+    for k_len in (5, 60, 101):  # no new ramp while the lengths fit
+        layer.attention_bias(1, k_len, "cpu", torch.float32)
+        ramps.add(layer._ramp_cache[1].data_ptr())
+    assert len(ramps) == 1
+    double = layer.attention_bias(
+        1, 7, "cpu", torch.float64
+    )  # another dtype: its own ramp
+    assert double.dtype == torch.float64
+    torch.testing.assert_close(
+        double, alibi_bias(layer.slopes.double(), 1, 7, dtype=torch.float64)
+    )

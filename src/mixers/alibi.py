@@ -486,6 +486,8 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
         # (what it was built for, the bias)
         self._bias_cache: tuple[tuple, Tensor] | None = None
+        # (what it was built for, the bias of one query at the end of R keys)
+        self._ramp_cache: tuple[tuple, Tensor] | None = None
 
     def _exact_slopes(self, device) -> Tensor:
         # model.half() / .to(torch.bfloat16) also casts this buffer, rounding
@@ -525,12 +527,30 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         )
         if torch.compiler.is_compiling():
             return self._build_bias(q_len, k_len, device, dtype)
+        if q_len == 1 and self.causal:
+            return self._decoding_row(k_len, key[2:])
         if self._bias_cache is None or self._bias_cache[0] != key:
             self._bias_cache = (
                 key,
                 self._build_bias(q_len, k_len, device, dtype),
             )
         return self._bias_cache[1]
+
+    def _decoding_row(self, k_len: int, key: tuple) -> Tensor:
+        """The bias of one query at the last position against ``k_len`` keys,
+        ``-m (k_len - 1 - j)`` (``[heads, 1, k_len]``, no -inf: the query may
+        read every key), as decoding asks for it once per new token. It is
+        the tail of one ramp ``-m (R - 1 - t)``, ``t < R``, built once and
+        rebuilt twice as long when ``k_len`` passes ``R``: a view, not a new
+        bias for every token."""
+        device, dtype = key[0], key[1]
+        ramp = self._ramp_cache
+        if ramp is None or ramp[0] != key or ramp[1].shape[-1] < k_len:
+            grown = 2 * ramp[1].shape[-1] if ramp and ramp[0] == key else 0
+            length = max(k_len, grown)
+            row = self._build_bias(1, length, device, dtype)
+            self._ramp_cache = ramp = (key, row)
+        return ramp[1][..., ramp[1].shape[-1] - k_len :]
 
     def _build_bias(self, q_len: int, k_len: int, device, dtype) -> Tensor:
         return alibi_bias(

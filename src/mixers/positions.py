@@ -262,7 +262,9 @@ def rotary_tables(
     return cos.repeat_interleave(2, dim=-1), signed
 
 
-def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+def rotate_pairs(
+    x: Tensor, cos: Tensor, sin: Tensor, turn: Tensor | None = None
+) -> Tensor:
     r"""Each channel pair of ``x`` (``[..., seq, d_head]``) turned by its
     angle: the complex product :math:`(x_{2i} + \mathrm{i}\, x_{2i+1})\,
     e^{\mathrm{i} θ_i}` in real arithmetic, with ``cos`` and ``sin`` from
@@ -277,6 +279,9 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     numbers, it is written out in reals, ``swapped`` holding each pair the
     other way round, ``(x[2i+1], x[2i])``, and the compiler fuses the lines
     into one kernel. The two are equal to rounding (tests/test_positions.py).
+    ``turn``, the complex ``e^{iθ}`` ``[..., seq, d_head / 2]``, is made
+    from ``cos`` and ``sin`` unless given (a caller that keeps it saves that
+    step).
     """
     if torch.compiler.is_compiling():
         swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
@@ -290,7 +295,8 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         or any(n % 2 for n in strides[:-1])
     ):
         pairs = pairs.clone(memory_format=torch.contiguous_format)
-    turn = torch.complex(cos[..., 0::2], sin[..., 1::2])  # e^{iθ}
+    if turn is None:
+        turn = torch.complex(cos[..., 0::2], sin[..., 1::2])  # e^{iθ}
     return torch.view_as_real(torch.view_as_complex(pairs) * turn).flatten(-2)
 
 
@@ -343,12 +349,13 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                 f" n_heads={n_heads}, d_head={self.d_head}"
             )
         self.base = check_positive_float("base", base)
-        # ((device, dtype), cos, sin) for positions 0, 1, ..., len - 1; grown
-        # on demand
-        self._tables: tuple[tuple, Tensor, Tensor] | None = None
+        # ((device, dtype), cos, sin, e^{iθ}) for positions 0, 1, ...,
+        # len - 1; grown on demand
+        self._tables: tuple | None = None
 
     def _rotation(self, start: int, length: int, device, dtype) -> tuple:
-        """``cos, sin`` (:func:`rotary_tables`, in ``dtype``) for positions
+        """``cos, sin`` (:func:`rotary_tables`, in ``dtype``) and ``e^{iθ}``
+        (complex, for :func:`rotate_pairs`) for positions
         ``start .. start + length - 1``: slices of tables built once per
         device and dtype, and rebuilt (twice as long) when a call reaches past
         them, so that training (the same positions every step) and decoding
@@ -356,16 +363,19 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         key, end = (torch.device(device), dtype), start + length
         if torch.compiler.is_compiling():  # built in the graph, fused there
             positions = torch.arange(start, end, device=device)
-            return rotary_tables(positions, self.d_head, self.base, dtype)
+            return (
+                *rotary_tables(positions, self.d_head, self.base, dtype),
+                None,
+            )
         same = self._tables is not None and self._tables[0] == key
         if not same or self._tables[1].shape[0] < end:
             # twice as long as before when a call reached past the old tables
             size = max(end, 2 * self._tables[1].shape[0]) if same else end
             positions = torch.arange(size, device=device)
             cos, sin = rotary_tables(positions, self.d_head, self.base, dtype)
-            self._tables = (key, cos, sin)
-        _, cos, sin = self._tables
-        return cos[start:end], sin[start:end]
+            turn = torch.complex(cos[..., 0::2], sin[..., 1::2])
+            self._tables = (key, cos, sin, turn)
+        return tuple(table[start:end] for table in self._tables[1:])
 
     def transform_qk(
         self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0
@@ -374,7 +384,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         compute = torch.promote_types(q.dtype, torch.float32)
 
         def rotate(x, start):
-            cos, sin = self._rotation(start, x.shape[-2], x.device, compute)
-            return rotate_pairs(x.to(compute), cos, sin).to(x.dtype)
+            tables = self._rotation(start, x.shape[-2], x.device, compute)
+            return rotate_pairs(x.to(compute), *tables).to(x.dtype)
 
         return rotate(q, q_offset), rotate(k, k_offset)
