@@ -25,7 +25,7 @@ import mixers.results as results_module
 import mixers.train as train_module
 from mixers.data import random_batch
 from mixers.experiments import baseline
-from mixers.model import ModelConfig
+from mixers.model import LanguageModel, ModelConfig
 from mixers.results import (
     load_results,
     provenance,
@@ -1523,3 +1523,50 @@ def test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one(
             assert math.isfinite(compiled) and abs(compiled - eager) < 0.02, (
                 f"{mixer}: compiled {compiled} against eager {eager}"
             )
+
+
+def test_training_flops_count_six_per_multiplying_parameter_and_the_attention_scores():
+    config = ModelConfig(
+        vocab_size=65, block_size=16, d_model=32, n_layers=2, n_heads=4
+    )
+    model = LanguageModel(config)
+    multiplying = sum(
+        p.numel()
+        for name, p in model.named_parameters()
+        if not name.startswith(("token_embedding.", "positions."))
+    )
+    assert multiplying < model.num_parameters()  # the tables are left out
+    assert (
+        train_module.training_flops_per_token(config)
+        == 6 * multiplying + 12 * 2 * 32 * 16
+    )
+
+
+def test_a_flop_budget_sizes_the_run_and_predicts_its_time():
+    profile = train_module.get_profile("gpu")
+    config = ModelConfig(vocab_size=65, **profile.model)
+    per_step = (
+        train_module.training_flops_per_token(config)
+        * profile.train.batch_size
+        * profile.train.seq_len
+    )
+    # a device that does exactly 100 steps in 120 s at the assumed utilization
+    rate = 100 * per_step / 120 / train_module.ASSUMED_UTILIZATION
+    sized, predicted = train_module.budget_profile(
+        profile, 65, seconds=120, flops_per_s=rate
+    )
+    assert sized.train.steps == 100 and predicted == pytest.approx(120)
+    assert sized.model == profile.model and sized.train.lr == profile.train.lr
+    assert sized.train.warmup_steps == round(
+        profile.train.warmup_steps * 100 / profile.train.steps
+    )
+    # a T4 at the assumed utilization: about two minutes of the gpu profile
+    t4, seconds = train_module.budget_profile(profile, 65)
+    assert 0 < t4.train.steps < profile.train.steps and 100 < seconds <= 120
+    assert t4.train.eval_interval <= t4.train.steps
+    tiny, _ = train_module.budget_profile(profile, 65, seconds=1e-9)
+    assert tiny.train.steps == 1 and tiny.train.warmup_steps == 0
+    with pytest.raises(ValueError, match="utilization"):
+        train_module.budget_profile(profile, 65, utilization=0)
+    with pytest.raises(ValueError, match="seconds"):
+        train_module.budget_profile(profile, 65, seconds=-1)

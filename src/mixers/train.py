@@ -215,6 +215,70 @@ def get_profile(name: str | None = None) -> Profile:
     return PROFILES[name]
 
 
+# -----------------------------------------------------------------------------
+# Sizing a live run from a FLOP budget
+
+#: Colab's free T4: its float16 tensor cores' peak, in FLOP/s.
+T4_FLOPS = 65e12
+#: The share of that peak a run this small is assumed to reach (an
+#: assumption: no GPU has run this book's code; small models reach less).
+ASSUMED_UTILIZATION = 0.3
+
+
+def training_flops_per_token(config: ModelConfig) -> float:
+    """FLOPs of one training step per token: ``6 N + 12 L d S`` (Kaplan et
+    al. 2020's count, as PaLM's appendix writes it): 2 per parameter that
+    multiplies (``N``, every parameter but the embedding and position
+    tables, which are looked up) forward and 4 backward, plus the attention
+    scores and their weighted sum over ``S = block_size`` keys in each of
+    ``L`` layers of width ``d``."""
+    with torch.device("meta"):  # sizes only
+        model = LanguageModel(config)
+    looked_up = model.token_embedding.weight.numel() + sum(
+        p.numel() for p in model.positions.parameters()
+    )
+    multiplying = model.num_parameters() - looked_up
+    return (
+        6 * multiplying
+        + 12 * config.n_layers * config.d_model * config.block_size
+    )
+
+
+def budget_profile(
+    profile: Profile,
+    vocab_size: int,
+    seconds: float = 120.0,
+    flops_per_s: float = T4_FLOPS,
+    utilization: float = ASSUMED_UTILIZATION,
+) -> tuple[Profile, float]:
+    """``profile`` with as many steps as ``seconds`` of a device doing
+    ``flops_per_s`` at ``utilization`` affords (at least one), and the time
+    that number of steps is predicted to take. Warm-up and evaluation keep
+    their share of the run.
+
+    The live training cell of a chapter on a GPU uses it: about 2 minutes on
+    a T4, whatever the profile's own step count."""
+    check_positive_float("seconds", seconds)
+    check_positive_float("flops_per_s", flops_per_s)
+    if not 0 < utilization <= 1:
+        raise ValueError(f"utilization must be in (0, 1], got {utilization}")
+    config = ModelConfig(vocab_size=vocab_size, **profile.model)
+    train = profile.train
+    per_step = (
+        training_flops_per_token(config) * train.batch_size * train.seq_len
+    )
+    rate = flops_per_s * utilization
+    steps = max(1, int(seconds * rate // per_step))
+    share = steps / train.steps
+    sized = replace(
+        train,
+        steps=steps,
+        warmup_steps=min(steps - 1, round(train.warmup_steps * share)),
+        eval_interval=max(1, min(steps, round(train.eval_interval * share))),
+    )
+    return replace(profile, train=sized), steps * per_step / rate
+
+
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
