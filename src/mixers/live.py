@@ -161,7 +161,7 @@ def encode_lower(weight: torch.Tensor) -> dict[str, Any]:
 # Fixtures: what views.js must compute, computed by the package.
 
 
-def _rounded(tensor: torch.Tensor) -> list:
+def _as_list(tensor: torch.Tensor) -> list:
     return [
         v if math.isfinite(v) else None
         for v in tensor.double().flatten().tolist()
@@ -188,39 +188,39 @@ def fixtures(seed: int = 0) -> dict[str, Any]:
     weight = torch.randn(12, 12, generator=g, dtype=torch.float64).tril()
     with torch.no_grad():
         activations = {
-            name: _rounded(module()(z)) for name, module in ACTIVATIONS.items()
+            name: _as_list(module()(z)) for name, module in ACTIVATIONS.items()
         }
         gated = {
-            name: _rounded(module()(a) * b)
+            name: _as_list(module()(a) * b)
             for name, module in ACTIVATIONS.items()
         }
     return {
         "slopes": {
-            str(n): _rounded(alibi_slopes(n).double()) for n in range(1, 65)
+            str(n): _as_list(alibi_slopes(n).double()) for n in range(1, 65)
         },
         "bias": {
             "n_heads": 12,
             "length": 9,
-            "values": [_rounded(h) for h in alibi_bias(12, 9)],
+            "values": [_as_list(h) for h in alibi_bias(12, 9)],
             "symmetric": [
-                _rounded(h)
+                _as_list(h)
                 for h in alibi_bias(12, 9, causal=False, symmetric=True)
             ],
         },
         "softmax": {
-            "scores": [_rounded(s) for s in scores],
+            "scores": [_as_list(s) for s in scores],
             "scale": 0.37,
-            "plain": [_rounded(masked_softmax(s * 0.37)) for s in scores],
+            "plain": [_as_list(masked_softmax(s * 0.37)) for s in scores],
             "causal": [
-                _rounded(masked_softmax(s * 0.37, mask)) for s in scores
+                _as_list(masked_softmax(s * 0.37, mask)) for s in scores
             ],
         },
-        "activations": {"z": _rounded(z), "values": activations},
-        "gated": {"a": _rounded(a), "b": _rounded(b), "values": gated},
+        "activations": {"z": _as_list(z), "values": activations},
+        "gated": {"a": _as_list(a), "b": _as_list(b), "values": gated},
         "gmlp": {
             "n": 12,
-            "weight": _rounded(weight),
-            "diagonal_means": _rounded(diagonal_means(weight)),
+            "weight": _as_list(weight),
+            "diagonal_means": _as_list(diagonal_means(weight)),
             "toeplitz_score": toeplitz_score(weight),
             "encoded": encode_lower(weight),
         },

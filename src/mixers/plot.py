@@ -160,9 +160,9 @@ def use_book_style() -> None:
 
 def palette_png(png: bytes, colours: int = 256) -> bytes:
     """PNG bytes re-encoded with a palette of at most ``colours`` colours (an
-    int in [2, 256]). A figure's few flat colours, colour maps and
-    anti-aliased edges fit in 256 with no visible change, in a third of the
-    bytes or less of a true-colour PNG."""
+    int in [2, 256]). A figure's flat colours, colour maps and anti-aliased
+    edges fit in 256 (median cut); the GLU chapter's figures went from 648 KB
+    to 194 KB."""
     import io
 
     from PIL import Image
