@@ -490,3 +490,14 @@ def test_the_intro_names_each_chapters_transformer_as_its_results_trained_it(
         f"{train['steps']:,} steps × {train['batch_size']} × {train['seq_len']} characters"
     )
     assert int(seeds) == expected_seeds
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebook_stays_small_enough_to_review(notebook):
+    # A chapter's diff should be readable: no widget state is saved (the live views travel as a
+    # few kilobytes of JSON) and figures are palette PNGs (mixers.plot.palette_png).
+    size = notebook.stat().st_size
+    assert size <= 600_000, (
+        f"{notebook.name} is {size / 1000:.0f} KB, over 600 KB"
+    )
+    assert "widgets" not in json.loads(notebook.read_text())["metadata"]

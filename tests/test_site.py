@@ -74,9 +74,9 @@ CONTROLS = ".mx-controls > .mx-control"
 # How many controls each page's views have: none may go missing.
 CONTROL_COUNTS = {
     "book/attention": 4,
-    "book/multi_head": 3,
+    "book/multi_head": 4,
     "book/glu_variants": 4,
-    "book/gmlp": 4,
+    "book/gmlp": 5,
     "book/alibi": 5,
     "book/side_by_side": 3,
 }

@@ -848,7 +848,7 @@ function slopeStrip(root, slopes, chosen, y0) {
 function softmaxView(el, props) {
   const { tokens, scores, d_head: dHead } = props;
   const n = tokens.length;
-  const state = { head: 0, log2T: 0, mask: "none" };
+  const state = { head: 0, log2T: 0, mask: "none", scaled: true };
   const view = layout(el);
   choice(
     view.controls,
@@ -873,13 +873,22 @@ function softmaxView(el, props) {
     state.mask = v;
     redraw();
   });
+  choice(view.controls, "scale", ["1/√d", "none"], "1/√d", (v) => {
+    state.scaled = v !== "none";
+    redraw();
+  });
   const weightsOf = (h, T) => {
     const s = Float64Array.from(scores[h].flat());
     if (state.mask === "causal") {
       for (let i = 0; i < n; i++)
         for (let j = i + 1; j < n; j++) s[i * n + j] = -Infinity;
     }
-    return softmaxRows(s, n, n, 1 / (T * Math.sqrt(dHead)));
+    return softmaxRows(
+      s,
+      n,
+      n,
+      1 / (T * (state.scaled ? Math.sqrt(dHead) : 1)),
+    );
   };
   const redraw = () =>
     view.draw((figures) => {
@@ -1159,9 +1168,16 @@ function gluView(el, props) {
   redraw();
 }
 
+// What the gMLP view's matrix can show.
+const PARTS = {
+  W: "The learned spatial weights W",
+  T: "The Toeplitz part T of W (each diagonal's mean)",
+  "W - T": "What the Toeplitz part of W leaves out, W - T,",
+};
+
 // gMLP's learned spatial weights W (data: int8 per matrix), by model, layer
-// and training step; right: the mean of each diagonal against the offset,
-// and how Toeplitz W is.
+// and training step, or its Toeplitz part T, or what T leaves out; right:
+// the mean of each diagonal against the offset, and how Toeplitz W is.
 function gmlpView(el, props) {
   const { models, layers, steps, weights } = props;
   const state = {
@@ -1169,6 +1185,7 @@ function gmlpView(el, props) {
     layer: 0,
     step: steps.length - 1,
     maxOffset: props.max_offset ?? 24,
+    part: "W",
   };
   const n = weights[models[0]][0][0].n;
   const view = layout(el);
@@ -1209,16 +1226,26 @@ function gmlpView(el, props) {
       redraw();
     },
   );
+  choice(view.controls, "matrix", Object.keys(PARTS), "W", (v) => {
+    state.part = v;
+    redraw();
+  });
   const redraw = () =>
     view.draw((figures) => {
       const w = decodeLower(weights[state.model][state.step][state.layer]);
       const step = steps[state.step];
-      const vmax = Math.max(...w.map(Math.abs)) || 1;
+      // W = T + (W - T): T, its Toeplitz part, holds each diagonal's mean
+      const diagonal = diagonalMeans(w, n);
+      const shown = w.map((v, at) => {
+        const toeplitz = diagonal[Math.floor(at / n) - (at % n)] ?? 0;
+        return { W: v, T: toeplitz, "W - T": v - toeplitz }[state.part];
+      });
+      const vmax = Math.max(...shown.map(Math.abs)) || 1;
       const left = panel(
         figures,
-        `${state.model}, layer ${state.layer}, step ${step}`,
-        `The learned spatial weights W of ${state.model}, layer ` +
-          `${state.layer}, at step ${step}: row i mixes positions j ≤ i.`,
+        `${state.part}: ${state.model}, layer ${state.layer}, step ${step}`,
+        `${PARTS[state.part]} of ${state.model}, layer ${state.layer}, at` +
+          ` step ${step}: row i mixes positions j ≤ i.`,
       );
       const box = { x: FRAME.left, y: FRAME.top, w: 215, h: 215 };
       image(
@@ -1226,7 +1253,7 @@ function gmlpView(el, props) {
         box,
         n,
         n,
-        (i, j) => (j <= i ? w[i * n + j] : NaN),
+        (i, j) => (j <= i ? shown[i * n + j] : NaN),
         "diverging",
         -vmax,
         vmax,
