@@ -186,8 +186,8 @@ export function decodeLower({ n, scale, data }) {
 
 const SVG = "http://www.w3.org/2000/svg";
 const WIDTH = 360; // a panel's viewBox; it scales to its column
-const HEIGHT = 285;
-const FRAME = { left: 52, right: 16, top: 30, bottom: 44 };
+const HEIGHT = 272;
+const FRAME = { left: 56, right: 16, top: 30, bottom: 44 };
 // The matplotlib colour cycle (C0, C1, ...), as the book's figures use it.
 export const COLOURS = [
   "#1f77b4",
@@ -367,7 +367,8 @@ function axes(
       0,
       ...(yticks ?? niceTicks(...ys)).map((v) => format(v).length),
     );
-    const left = box.x - Math.max(30, 14 + 6.4 * widest);
+    // (at x >= 11: the rotated glyphs reach about 10 px left of it)
+    const left = Math.max(11, box.x - Math.max(30, 14 + 6.4 * widest));
     const at = `translate(${left}, ${box.y + box.h / 2}) rotate(-90)`;
     g.append(svg("text", { transform: at, class: "mx-label" }, ylabel));
   }
@@ -704,7 +705,7 @@ function alibiView(el, props) {
           " rows are queries, columns keys, " +
           (symmetric ? "-m|i - j| both ways." : "the upper triangle masked."),
       );
-      const box = { x: FRAME.left, y: FRAME.top, w: 215, h: 215 };
+      const box = { x: FRAME.left, y: FRAME.top, w: 202, h: 202 };
       const lo = weight ? 0 : -m * (L - 1);
       const hi = weight ? 1 : 0;
       image(
@@ -743,7 +744,7 @@ function alibiView(el, props) {
         x: FRAME.left,
         y: FRAME.top,
         w: WIDTH - FRAME.left - FRAME.right,
-        h: 185,
+        h: 172,
       };
       const far = Math.max(L, 1.2 * span);
       const x = scale(0, far, pbox.x, pbox.x + pbox.w);
@@ -804,8 +805,8 @@ function alibiView(el, props) {
         `${state.heads} heads: slopes ` +
         slopes.slice(0, 6).map(powerOfTwo).join(", ") +
         (slopes.length > 6 ? ", …" : "") +
-        `. Head ${state.head} reads about ${format(span)} tokens back` +
-        " before its bias costs a factor of 10."
+        `; head ${state.head} loses a factor of 10 after ${format(span)}` +
+        " tokens."
       );
     });
   redraw();
@@ -902,7 +903,7 @@ function softmaxView(el, props) {
         `Attention weights of head ${state.head} over '${tokens.join(" ")}' ` +
           `at temperature ${format(T)}: rows are queries, columns keys.`,
       );
-      const box = { x: 62, y: FRAME.top + 4, w: 205, h: 205 };
+      const box = { x: 62, y: FRAME.top + 4, w: 192, h: 192 };
       image(left, box, n, n, (i, j) => w[i * n + j], "viridis", 0, 1);
       left.append(svg("rect", { ...xywh(box), class: "mx-frame" }));
       tokens.forEach((t, i) => {
@@ -1129,7 +1130,7 @@ function gluView(el, props) {
             ? "f(a) times b, so its sign follows b."
             : "f(a), whatever b is."),
       );
-      const sbox = { x: FRAME.left, y: FRAME.top, w: 215, h: 215 };
+      const sbox = { x: FRAME.left, y: FRAME.top, w: 202, h: 202 };
       const cells = 120;
       const at = (k) => -e + (2 * e * (k + 0.5)) / cells;
       let vmax = 0;
@@ -1247,7 +1248,7 @@ function gmlpView(el, props) {
         `${PARTS[state.part]} of ${state.model}, layer ${state.layer}, at` +
           ` step ${step}: row i mixes positions j ≤ i.`,
       );
-      const box = { x: FRAME.left, y: FRAME.top, w: 215, h: 215 };
+      const box = { x: FRAME.left, y: FRAME.top, w: 202, h: 202 };
       image(
         left,
         box,
@@ -1275,7 +1276,8 @@ function gmlpView(el, props) {
           yticks: ticks,
         },
       );
-      colourBar(left, box, "diverging", -vmax, vmax, "W[i, j]");
+      const what = state.part === "W" ? "W[i, j]" : state.part;
+      colourBar(left, box, "diverging", -vmax, vmax, what);
       const means = diagonalMeans(w, n).slice(0, state.maxOffset + 1);
       const right = panel(
         figures,
