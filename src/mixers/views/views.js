@@ -1,11 +1,12 @@
 // The book's live views: each computes what it shows in the reader's browser.
 //
 // One ES module serves three places. In Jupyter and on Colab it is the
-// anywidget module of mixers.live.LiveView (its `render({model, el})` is
-// anywidget's contract, and it could be handed to Jupyter Book 2's
-// {anywidget} directive unchanged); on the built site, book/_ext/live_views.py
-// serves it and a small loader (site.js) hands it the same model, read from
-// the page, with no kernel; under node, tests/js/views.test.mjs imports its
+// anywidget module of the widget mixers.live.live_view returns (its
+// `render({model, el})` is anywidget's contract, and it could be handed to
+// Jupyter Book 2's {anywidget} directive unchanged); on the built site,
+// book/_ext/live_views.py serves it and a small loader,
+// book/_static/live-views.js, hands it the same model, read from the page,
+// with no kernel; under node, tests/js/views.test.mjs imports its
 // formulas and checks them against fixtures exported by the package
 // (mixers.live.fixtures). The package's Python is the reference: every
 // formula here has its twin there, named beside it.
