@@ -73,12 +73,12 @@ LIVE_VIEW = f"{LIVE_OUTPUT} > .mx-view"
 CONTROLS = ".mx-controls > .mx-control"
 # How many controls each page's views have: none may go missing.
 CONTROL_COUNTS = {
-    "book/attention": 4,
-    "book/multi_head": 4,
+    "book/attention": 5,
+    "book/multi_head": 5,
     "book/glu_variants": 4,
-    "book/gmlp": 5,
+    "book/gmlp": 6,
     "book/alibi": 5,
-    "book/side_by_side": 3,
+    "book/side_by_side": 5,
 }
 PAGE_WEIGHT_LIMIT = 500 * 2**10  # a page's own HTML and images
 FIRST_VISIT_LIMIT = 4.5 * 2**20  # everything a first visit downloads

@@ -850,7 +850,13 @@ function slopeStrip(root, slopes, chosen, y0) {
 function softmaxView(el, props) {
   const { tokens, scores, d_head: dHead } = props;
   const n = tokens.length;
-  const state = { head: 0, log2T: 0, mask: "none", scaled: true };
+  const state = {
+    head: 0,
+    log2T: 0,
+    mask: "none",
+    scaled: true,
+    show: "weights",
+  };
   const view = layout(el);
   choice(
     view.controls,
@@ -879,19 +885,21 @@ function softmaxView(el, props) {
     state.scaled = v !== "none";
     redraw();
   });
-  const weightsOf = (h, T) => {
-    const s = Float64Array.from(scores[h].flat());
+  choice(view.controls, "show", ["weights", "scores"], "weights", (v) => {
+    state.show = v;
+    redraw();
+  });
+  // The softmax's input: q·k / (T·sqrt(d)), -Infinity where masked.
+  const logitsOf = (h, T) => {
+    const factor = 1 / (T * (state.scaled ? Math.sqrt(dHead) : 1));
+    const s = Float64Array.from(scores[h].flat(), (v) => v * factor);
     if (state.mask === "causal") {
       for (let i = 0; i < n; i++)
         for (let j = i + 1; j < n; j++) s[i * n + j] = -Infinity;
     }
-    return softmaxRows(
-      s,
-      n,
-      n,
-      1 / (T * (state.scaled ? Math.sqrt(dHead) : 1)),
-    );
+    return s;
   };
+  const weightsOf = (h, T) => softmaxRows(logitsOf(h, T), n, n);
   const redraw = () =>
     view.draw((figures) => {
       const T = 2 ** state.log2T;
@@ -905,7 +913,13 @@ function softmaxView(el, props) {
           `at temperature ${format(T)}: rows are queries, columns keys.`,
       );
       const box = { x: 62, y: FRAME.top + 4, w: 192, h: 192 };
-      image(left, box, n, n, (i, j) => w[i * n + j], "viridis", 0, 1);
+      const logits = logitsOf(state.head, T);
+      const top = Math.max(...logits.filter(Number.isFinite).map(Math.abs));
+      const [shown, map, lo, hi, label] =
+        state.show === "weights"
+          ? [w, "viridis", 0, 1, "attention weight"]
+          : [logits, "diverging", -top, top, "score q·k / (T√d)"];
+      image(left, box, n, n, (i, j) => shown[i * n + j], map, lo, hi);
       left.append(svg("rect", { ...xywh(box), class: "mx-frame" }));
       tokens.forEach((t, i) => {
         const c = box.x + ((i + 0.5) * box.w) / n;
@@ -929,7 +943,7 @@ function softmaxView(el, props) {
           ),
         );
       });
-      colourBar(left, box, "viridis", 0, 1, "attention weight");
+      colourBar(left, box, map, lo, hi, label);
       const right = panel(
         figures,
         "mean entropy of each head against T",
@@ -1188,6 +1202,7 @@ function gmlpView(el, props) {
     step: steps.length - 1,
     maxOffset: props.max_offset ?? 24,
     part: "W",
+    shared: false,
   };
   const n = weights[models[0]][0][0].n;
   const view = layout(el);
@@ -1232,17 +1247,37 @@ function gmlpView(el, props) {
     state.part = v;
     redraw();
   });
+  choice(
+    view.controls,
+    "colour scale",
+    ["this step", "all steps"],
+    "this step",
+    (v) => {
+      state.shared = v === "all steps";
+      redraw();
+    },
+  );
+  // The matrix shown (W, T or W - T) of one saved step, row-major [n, n].
+  const part = (step) => {
+    const w = decodeLower(weights[state.model][step][state.layer]);
+    // W = T + (W - T): T, its Toeplitz part, holds each diagonal's mean
+    const diagonal = diagonalMeans(w, n);
+    return w.map((v, at) => {
+      const toeplitz = diagonal[Math.floor(at / n) - (at % n)] ?? 0;
+      return { W: v, T: toeplitz, "W - T": v - toeplitz }[state.part];
+    });
+  };
+  const largest = (m) => Math.max(...m.map(Math.abs));
   const redraw = () =>
     view.draw((figures) => {
       const w = decodeLower(weights[state.model][state.step][state.layer]);
       const step = steps[state.step];
-      // W = T + (W - T): T, its Toeplitz part, holds each diagonal's mean
-      const diagonal = diagonalMeans(w, n);
-      const shown = w.map((v, at) => {
-        const toeplitz = diagonal[Math.floor(at / n) - (at % n)] ?? 0;
-        return { W: v, T: toeplitz, "W - T": v - toeplitz }[state.part];
-      });
-      const vmax = Math.max(...shown.map(Math.abs)) || 1;
+      const shown = part(state.step);
+      // one scale for every step shows W grow over training
+      const vmax =
+        (state.shared
+          ? Math.max(...steps.map((_, k) => largest(part(k))))
+          : largest(shown)) || 1;
       const left = panel(
         figures,
         `${state.part}: ${state.model}, layer ${state.layer}, step ${step}`,
@@ -1343,7 +1378,13 @@ function curvesView(el, props) {
   const { reference, pairs } = props;
   const names = Object.keys(pairs);
   const bestIndex = (p) => pairs[p].lrs.indexOf(pairs[p].best_lr);
-  const state = { pair: props.pair ?? names[0], rate: 0, loss: "val" };
+  const state = {
+    pair: props.pair ?? names[0],
+    rate: 0,
+    loss: "val",
+    mean: false,
+    reference: true,
+  };
   state.rate = bestIndex(state.pair);
   const view = layout(el);
   const rateLabel = (k) => {
@@ -1384,13 +1425,34 @@ function curvesView(el, props) {
     },
     (v) => (v === "val" ? "validation" : "training"),
   );
+  choice(view.controls, "seeds", ["each", "mean"], "each", (v) => {
+    state.mean = v === "mean";
+    redraw();
+  });
+  choice(view.controls, "reference", ["shown", "hidden"], "shown", (v) => {
+    state.reference = v === "shown";
+    redraw();
+  });
+  // One line per seed, or their mean at each step (the seeds share steps).
+  const linesOf = (p, rs) => {
+    const kept = rs.filter((r) => !r.diverged);
+    if (!state.mean || !kept.length) return kept.map((r) => [p, r, r.seed]);
+    const mean = kept[0].steps.map(
+      (_, i) =>
+        kept.reduce((sum, r) => sum + r[state.loss][i], 0) / kept.length,
+    );
+    return [[p, { steps: kept[0].steps, [state.loss]: mean }, "mean"]];
+  };
   const redraw = () =>
     view.draw((figures) => {
       const lr = pairs[state.pair].lrs[state.rate];
       const chosen = (p, rateOf) =>
         pairs[p].runs.filter((r) => r.lr === rateOf);
-      const shown = [[reference, chosen(reference, pairs[reference].best_lr)]];
-      if (state.pair !== reference || lr !== pairs[reference].best_lr)
+      const shown = [];
+      if (state.reference)
+        shown.push([reference, chosen(reference, pairs[reference].best_lr)]);
+      const same = state.pair === reference && lr === pairs[reference].best_lr;
+      if (!same || !state.reference)
         shown.push([state.pair, chosen(state.pair, lr)]);
       const what = state.loss === "val" ? "validation" : "training";
       const root = panel(
@@ -1410,9 +1472,7 @@ function curvesView(el, props) {
         w: width - FRAME.left - FRAME.right,
         h: HEIGHT - FRAME.top - FRAME.bottom,
       };
-      const runs = shown.flatMap(([p, rs]) =>
-        rs.filter((r) => !r.diverged).map((r) => [p, r]),
-      );
+      const runs = shown.flatMap(([p, rs]) => linesOf(p, rs));
       const all = runs.flatMap(([, r]) =>
         r[state.loss].filter(Number.isFinite),
       );
@@ -1435,13 +1495,14 @@ function curvesView(el, props) {
       root.append(defs);
       const plot = svg("g", { "clip-path": `url(#${clip})` });
       root.append(plot);
-      const entries = runs.map(([p, r]) => ({
+      const entries = runs.map(([p, r, seed]) => ({
         points: r.steps
           .map((t, i) => [t, r[state.loss][i]])
           .filter(([, v]) => Number.isFinite(v)),
         colour: COLOURS[p === reference ? 0 : 1],
-        dash: ["", "6 3", "2 2"][r.seed % 3],
-        label: `${p} seed ${r.seed}`,
+        dash: seed === "mean" ? "" : ["", "6 3", "2 2"][seed % 3],
+        label:
+          seed === "mean" ? `${p}, mean of the seeds` : `${p} seed ${seed}`,
       }));
       lines(plot, x, y, entries);
       legend(root, box, entries, "top-right");
@@ -1487,6 +1548,7 @@ function scalingView(el, props) {
     n: props.keys ?? 32,
     scaled: "1/√dₖ",
     draw: 1,
+    sorted: false,
   };
   const view = layout(el);
   slider(
@@ -1508,6 +1570,10 @@ function scalingView(el, props) {
   });
   slider(view.controls, "draw", { min: 1, max: 20, value: 1 }, (v) => {
     state.draw = v;
+    redraw();
+  });
+  choice(view.controls, "order", ["as drawn", "sorted"], "as drawn", (v) => {
+    state.sorted = v === "sorted";
     redraw();
   });
   const entropyCurve = (scaled) =>
@@ -1551,11 +1617,12 @@ function scalingView(el, props) {
       const x = scale(0, n, box.x, box.x + box.w);
       const y = scale(0, 1, box.y + box.h, box.y);
       axes(left, box, (v) => x(v + 0.5), y, [0, n - 1], [0, 1], {
-        xlabel: "key j",
+        xlabel: state.sorted ? "keys, heaviest first" : "key j",
         ylabel: "weight",
         xticks: niceTicks(0, n - 1, 4).filter(Number.isInteger),
       });
-      w.forEach((v, j) => {
+      const bars = state.sorted ? [...w].sort((a, b) => b - a) : w;
+      bars.forEach((v, j) => {
         left.append(
           svg("rect", {
             x: x(j) + 0.5,
