@@ -174,26 +174,20 @@ def fixtures(seed: int = 0) -> dict[str, Any]:
     biases, masked softmax with a scale, the activations and gated units at
     sample points, diagonal means and Toeplitz scores, and an int8 encoding.
     ``-inf`` is written as ``null``."""
-    from .alibi import alibi_bias, alibi_slopes
-    from .attention import causal_mask, masked_softmax
-    from .feed_forward import ACTIVATIONS
-    from .gmlp import diagonal_means, toeplitz_score
-
     check_int_in("seed", seed, 0, 2**32 - 1)
     g = torch.Generator().manual_seed(seed)
-    z = torch.linspace(-10, 10, 81, dtype=torch.float64)
-    a, b = torch.randn(2, 50, generator=g, dtype=torch.float64) * 3
-    scores = torch.randn(3, 7, 7, generator=g, dtype=torch.float64) * 2
-    mask = causal_mask(7)
-    weight = torch.randn(12, 12, generator=g, dtype=torch.float64).tril()
-    with torch.no_grad():
-        activations = {
-            name: _as_list(module()(z)) for name, module in ACTIVATIONS.items()
-        }
-        gated = {
-            name: _as_list(module()(a) * b)
-            for name, module in ACTIVATIONS.items()
-        }
+    return {
+        **_alibi_fixtures(),
+        **_activation_fixtures(g),
+        "softmax": _softmax_fixtures(g),
+        "gmlp": _gmlp_fixtures(g),
+    }
+
+
+def _alibi_fixtures() -> dict[str, Any]:
+    from .alibi import alibi_bias, alibi_slopes
+
+    symmetric = alibi_bias(12, 9, causal=False, symmetric=True)
     return {
         "slopes": {
             str(n): _as_list(alibi_slopes(n).double()) for n in range(1, 65)
@@ -202,28 +196,54 @@ def fixtures(seed: int = 0) -> dict[str, Any]:
             "n_heads": 12,
             "length": 9,
             "values": [_as_list(h) for h in alibi_bias(12, 9)],
-            "symmetric": [
-                _as_list(h)
-                for h in alibi_bias(12, 9, causal=False, symmetric=True)
-            ],
+            "symmetric": [_as_list(h) for h in symmetric],
         },
-        "softmax": {
-            "scores": [_as_list(s) for s in scores],
-            "scale": 0.37,
-            "plain": [_as_list(masked_softmax(s * 0.37)) for s in scores],
-            "causal": [
-                _as_list(masked_softmax(s * 0.37, mask)) for s in scores
-            ],
+    }
+
+
+@torch.no_grad()
+def _activation_fixtures(g: torch.Generator) -> dict[str, Any]:
+    from .feed_forward import ACTIVATIONS
+
+    z = torch.linspace(-10, 10, 81, dtype=torch.float64)
+    a, b = torch.randn(2, 50, generator=g, dtype=torch.float64) * 3
+    made = {name: module() for name, module in ACTIVATIONS.items()}
+    return {
+        "activations": {
+            "z": _as_list(z),
+            "values": {name: _as_list(f(z)) for name, f in made.items()},
         },
-        "activations": {"z": _as_list(z), "values": activations},
-        "gated": {"a": _as_list(a), "b": _as_list(b), "values": gated},
-        "gmlp": {
-            "n": 12,
-            "weight": _as_list(weight),
-            "diagonal_means": _as_list(diagonal_means(weight)),
-            "toeplitz_score": toeplitz_score(weight),
-            "encoded": encode_lower(weight),
+        "gated": {
+            "a": _as_list(a),
+            "b": _as_list(b),
+            "values": {name: _as_list(f(a) * b) for name, f in made.items()},
         },
+    }
+
+
+def _softmax_fixtures(g: torch.Generator, scale: float = 0.37) -> dict:
+    from .attention import causal_mask, masked_softmax
+
+    scores = torch.randn(3, 7, 7, generator=g, dtype=torch.float64) * 2
+    mask = causal_mask(7)
+    return {
+        "scores": [_as_list(s) for s in scores],
+        "scale": scale,
+        "plain": [_as_list(masked_softmax(s * scale)) for s in scores],
+        "causal": [_as_list(masked_softmax(s * scale, mask)) for s in scores],
+    }
+
+
+def _gmlp_fixtures(g: torch.Generator) -> dict[str, Any]:
+    from .gmlp import diagonal_means, toeplitz_score
+
+    weight = torch.randn(12, 12, generator=g, dtype=torch.float64).tril()
+    return {
+        "n": 12,
+        "weight": _as_list(weight),
+        "diagonal_means": _as_list(diagonal_means(weight)),
+        "toeplitz_score": toeplitz_score(weight),
+        "encoded": encode_lower(weight),
     }
 
 

@@ -376,6 +376,31 @@ function axes(
   root.append(g);
 }
 
+// Axes for an n x n matrix drawn in box: cells, not points, so each tick sits
+// at the middle of its row or column.
+function matrixAxes(root, box, n, xlabel, ylabel) {
+  const cx = scale(0, n, box.x, box.x + box.w);
+  const cy = scale(0, n, box.y, box.y + box.h);
+  const ticks = niceTicks(0, n - 1, 4).filter(Number.isInteger);
+  axes(
+    root,
+    box,
+    (v) => cx(v + 0.5),
+    (v) => cy(v + 0.5),
+    [0, n - 1],
+    [0, n - 1],
+    { xlabel, ylabel, xticks: ticks, yticks: ticks },
+  );
+}
+
+// The plotting box of a panel `width` wide, inside its margins.
+const plotBox = (width = WIDTH) => ({
+  x: FRAME.left,
+  y: FRAME.top,
+  w: width - FRAME.left - FRAME.right,
+  h: HEIGHT - FRAME.top - FRAME.bottom,
+});
+
 // A matrix as an image: `value(i, j)` -> a number, or NaN for a cell left
 // blank (masked). Drawn through a canvas of at most 400 x 400 pixels; where
 // a pixel covers several cells it shows the one farthest from 0, so that a
@@ -484,6 +509,17 @@ function lines(root, x, y, series) {
     );
   }
 }
+
+// A thin dashed vertical line from 0 to `top` at x = v: the chosen setting.
+const chosenAt = (v, top) => ({
+  points: [
+    [v, 0],
+    [v, top],
+  ],
+  colour: "#333",
+  dash: "3 3",
+  width: 1,
+});
 
 // A legend in the top-right (or another) corner of a box.
 function legend(root, box, entries, corner = "top-right") {
@@ -719,18 +755,7 @@ function alibiView(el, props) {
         lo,
         hi,
       );
-      const cells = scale(0, L, box.x, box.x + box.w);
-      const cellsY = scale(0, L, box.y, box.y + box.h);
-      const ticks = niceTicks(0, L - 1, 4).filter(Number.isInteger);
-      axes(
-        left,
-        box,
-        (v) => cells(v + 0.5),
-        (v) => cellsY(v + 0.5),
-        [0, L - 1],
-        [0, L - 1],
-        { xlabel: "key j", ylabel: "query i", xticks: ticks, yticks: ticks },
-      );
+      matrixAxes(left, box, L, "key j", "query i");
       colourBar(left, box, "viridis", lo, hi, weight ? "weight" : "bias");
       // profile along a row, and every head's slope
       const right = panel(
@@ -952,12 +977,7 @@ function softmaxView(el, props) {
           `temperature is marked. At most ln ${n} = ` +
           `${Math.log(n).toFixed(2)} nats.`,
       );
-      const pbox = {
-        x: FRAME.left,
-        y: FRAME.top,
-        w: WIDTH - FRAME.left - FRAME.right,
-        h: HEIGHT - FRAME.top - FRAME.bottom,
-      };
+      const pbox = plotBox();
       const x = scale(-3, 3, pbox.x, pbox.x + pbox.w);
       const y = scale(0, Math.log(n) * 1.05, pbox.y + pbox.h, pbox.y);
       axes(right, pbox, x, y, [-3, 3], [0, Math.log(n)], {
@@ -981,17 +1001,7 @@ function softmaxView(el, props) {
           opacity: h === state.head ? 1 : 0.6,
         })),
       );
-      lines(right, x, y, [
-        {
-          points: [
-            [state.log2T, 0],
-            [state.log2T, Math.log(n)],
-          ],
-          colour: "#333",
-          dash: "3 3",
-          width: 1,
-        },
-      ]);
+      lines(right, x, y, [chosenAt(state.log2T, Math.log(n))]);
       legend(
         right,
         pbox,
@@ -1075,12 +1085,7 @@ function gluView(el, props) {
             ? `, and the gated output f(a)·b at b = ${format(state.b)}.`
             : "."),
       );
-      const box = {
-        x: FRAME.left,
-        y: FRAME.top,
-        w: WIDTH - FRAME.left - FRAME.right,
-        h: HEIGHT - FRAME.top - FRAME.bottom,
-      };
+      const box = plotBox();
       const curves = [
         {
           points: zs.map((z) => [z, ACTIVATIONS[activation](z)]),
@@ -1295,23 +1300,7 @@ function gmlpView(el, props) {
         -vmax,
         vmax,
       );
-      const ticks = niceTicks(0, n - 1, 4).filter(Number.isInteger);
-      const cx = scale(0, n, box.x, box.x + box.w);
-      const cy = scale(0, n, box.y, box.y + box.h);
-      axes(
-        left,
-        box,
-        (v) => cx(v + 0.5),
-        (v) => cy(v + 0.5),
-        [0, n - 1],
-        [0, n - 1],
-        {
-          xlabel: "position j",
-          ylabel: "position i",
-          xticks: ticks,
-          yticks: ticks,
-        },
-      );
+      matrixAxes(left, box, n, "position j", "position i");
       const what = state.part === "W" ? "W[i, j]" : state.part;
       colourBar(left, box, "diverging", -vmax, vmax, what);
       const means = diagonalMeans(w, n).slice(0, state.maxOffset + 1);
@@ -1321,12 +1310,7 @@ function gmlpView(el, props) {
         `The mean of each diagonal of W against the offset i - j, offsets 0 ` +
           `to ${state.maxOffset}.`,
       );
-      const pbox = {
-        x: FRAME.left,
-        y: FRAME.top,
-        w: WIDTH - FRAME.left - FRAME.right,
-        h: HEIGHT - FRAME.top - FRAME.bottom,
-      };
+      const pbox = plotBox();
       let [lo, hi] = [Math.min(0, ...means), Math.max(0, ...means)];
       if (hi - lo < 1e-12) hi = lo + 1;
       const x = scale(0, state.maxOffset, pbox.x, pbox.x + pbox.w);
@@ -1466,12 +1450,7 @@ function curvesView(el, props) {
       const width = el.clientWidth >= 560 ? WIDTH * 1.6 : WIDTH;
       root.setAttribute("viewBox", `0 0 ${width} ${HEIGHT}`);
       root.querySelector(".mx-title").setAttribute("x", width / 2);
-      const box = {
-        x: FRAME.left,
-        y: FRAME.top,
-        w: width - FRAME.left - FRAME.right,
-        h: HEIGHT - FRAME.top - FRAME.bottom,
-      };
+      const box = plotBox(width);
       const runs = shown.flatMap(([p, rs]) => linesOf(p, rs));
       const all = runs.flatMap(([, r]) =>
         r[state.loss].filter(Number.isFinite),
@@ -1608,12 +1587,7 @@ function scalingView(el, props) {
           `weight is ${top.toFixed(2)}, the entropy ${entropy.toFixed(2)} ` +
           `nats.`,
       );
-      const box = {
-        x: FRAME.left,
-        y: FRAME.top,
-        w: WIDTH - FRAME.left - FRAME.right,
-        h: HEIGHT - FRAME.top - FRAME.bottom,
-      };
+      const box = plotBox();
       const x = scale(0, n, box.x, box.x + box.w);
       const y = scale(0, 1, box.y + box.h, box.y);
       axes(left, box, (v) => x(v + 0.5), y, [0, n - 1], [0, 1], {
@@ -1687,18 +1661,7 @@ function scalingView(el, props) {
           label: `uniform: ln ${n}`,
         },
       ];
-      lines(right, xr, yr, [
-        ...curves,
-        {
-          points: [
-            [state.log2d, 0],
-            [state.log2d, Math.log(n)],
-          ],
-          colour: "#333",
-          dash: "2 4",
-          width: 1,
-        },
-      ]);
+      lines(right, xr, yr, [...curves, chosenAt(state.log2d, Math.log(n))]);
       legend(right, box, curves, "bottom-left");
       return (
         `At dₖ = ${d} the scores have a spread of ` +
