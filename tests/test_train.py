@@ -23,7 +23,7 @@ import torch.nn.functional as F
 import mixers.experiments as experiments
 import mixers.results as results_module
 import mixers.train as train_module
-from mixers.data import random_batch
+from mixers.data import CharDataset, load_corpus, random_batch
 from mixers.experiments import baseline
 from mixers.model import LanguageModel, ModelConfig
 from mixers.results import (
@@ -56,6 +56,7 @@ from mixers.train import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+BOOK_RESULTS = ROOT / "book" / "results"
 
 LN_VOCAB = math.log(65)
 TINY = Profile(
@@ -1570,3 +1571,96 @@ def test_a_flop_budget_sizes_the_run_and_predicts_its_time():
         train_module.budget_profile(profile, 65, utilization=0)
     with pytest.raises(ValueError, match="seconds"):
         train_module.budget_profile(profile, 65, seconds=-1)
+
+
+# -----------------------------------------------------------------------------
+# A run returns its best model (nanoGPT keeps its best checkpoint too)
+
+
+def _overfitting_run(callback=None):
+    """A model far too big for 900 characters of training text, at a constant
+    high rate: its validation loss bottoms out, then climbs."""
+    text = load_corpus()[:1200]
+    dataset = CharDataset.from_text(text, val_fraction=0.25)
+    torch.manual_seed(0)
+    model = LanguageModel(
+        ModelConfig(
+            vocab_size=dataset.tokenizer.vocab_size,
+            block_size=32,
+            d_model=64,
+            n_layers=2,
+            n_heads=4,
+            dropout=0.0,
+        )
+    )
+    config = TrainConfig(
+        steps=120,
+        batch_size=16,
+        seq_len=32,
+        lr=1e-2,
+        warmup_steps=10,
+        eval_interval=15,
+        eval_batches=4,
+        min_lr_ratio=1.0,
+        weight_decay=0.0,
+    )
+    result = train_module.train(
+        model, dataset, config, "cpu", progress=False, callback=callback
+    )
+    return model, dataset, config, result
+
+
+def test_a_run_that_overfits_returns_its_best_model():
+    kept = {}
+
+    def keep_weights(info):
+        kept[info.step] = {
+            name: tensor.clone()
+            for name, tensor in info.model.state_dict().items()
+        }
+
+    model, dataset, config, result = _overfitting_run(keep_weights)
+    best = result.val_loss.index(min(result.val_loss))
+    assert result.best_step == result.steps[best]
+    # the run did overfit: its best evaluation is not its last
+    assert result.best_step < result.steps[-1]
+    assert result.final_val_loss > result.best_val_loss + 0.01
+    # the weights it returns are those of the best step, exactly ...
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, kept[result.best_step][name]), name
+    # ... and score the best validation loss again on the same windows
+    again = evaluate(
+        model,
+        dataset.val,
+        config.seq_len,
+        config.eval_batches,
+        config.batch_size,
+        seed=config.seed + 1,
+        device=torch.device("cpu"),
+    )
+    assert again == pytest.approx(result.best_val_loss, abs=1e-6)
+    assert result.to_dict()["best_step"] == result.best_step
+
+
+def test_every_committed_cpu_run_had_its_best_evaluation_last():
+    """The best-model fix changes no committed cpu number: in every run of
+    book/results the best evaluation was already the last (they were still
+    improving), so the model that was scored and sampled was the best one."""
+    runs = []
+
+    def walk(value):
+        if isinstance(value, dict):
+            if isinstance(value.get("val_loss"), list) and value["val_loss"]:
+                runs.append(value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for path in sorted(BOOK_RESULTS.glob("*-cpu.json")):
+        walk(json.loads(path.read_text()))
+    assert len(runs) >= 150
+    for run in runs:
+        best = run["val_loss"].index(min(run["val_loss"]))
+        assert run["steps"][best] == run["steps"][-1]

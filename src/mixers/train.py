@@ -17,7 +17,11 @@ environment variable ``MIXERS_PROFILE`` forces one. Every run records where and
 how it ran (``mixers.results.provenance``), so that every number in the book
 can say so too.
 
-A diverging run stops with ``TrainingDiverged`` instead of saving NaN;
+A run returns its best model: ``train`` keeps the weights of the evaluation
+with the lowest validation loss and puts them back at the end, as nanoGPT
+keeps its best checkpoint, so that everything measured after training (a
+whole-split loss, a sample) is measured on the model the run reports. A
+diverging run stops with ``TrainingDiverged`` instead of saving NaN;
 ``train``'s ``callback`` sees the model after every optimizer step (what an
 experiment records along the way).
 """
@@ -479,6 +483,10 @@ class TrainResult:
     ``wall_time_s`` everything. ``tokens_per_s`` is the tokens of the timed
     steps over ``train_time_s``. Results saved before these fields existed
     timed everything in ``wall_time_s`` and ``tokens_per_s``.
+
+    ``best_step`` is the evaluation step of ``best_val_loss``: the weights
+    ``train`` leaves in the model. ``final_val_loss`` is the last evaluation's,
+    which a run that overfits has left behind.
     """
 
     model_config: dict
@@ -488,6 +496,10 @@ class TrainResult:
     val_loss: list[float] = field(default_factory=list)
     best_val_loss: float | None = None  # set when train() returns
     best_val_bpc: float | None = None  # bits per character = nats / ln 2
+    # the step whose weights train() returns (results saved before it
+    # existed returned the last step's: in every committed cpu run that was
+    # also the best)
+    best_step: int | None = None
     final_val_loss: float | None = None
     parameters: int = 0
     wall_time_s: float = 0.0
@@ -528,7 +540,8 @@ def train(
     tqdm bar shows the running training loss and the last validation loss.
     ``callback(StepInfo)``, if given, runs before the first step (step 0) and
     after every optimizer step (steps 1 to ``config.steps``), outside the
-    timings. A NaN or infinite loss raises ``TrainingDiverged``, naming the
+    timings. The model comes back with the weights of its best evaluation
+    (``TrainResult.best_step``), not its last. A NaN or infinite loss raises ``TrainingDiverged``, naming the
     first step whose loss was not finite. A model whose vocabulary is smaller
     than the dataset's is refused before the first step.
 
@@ -546,6 +559,7 @@ def train(
     )
     batches = torch.Generator().manual_seed(config.seed)
     losses, clock = _LossTracker(device), _Clock(device)
+    best = _BestWeights(model)
     if callback is not None:
         with clock.paused():
             callback(StepInfo(0, model))
@@ -583,6 +597,7 @@ def train(
                 _evaluate_now(
                     model, dataset, config, result, losses, step, device
                 )
+                best.offer(result.val_loss[-1], step + 1)
                 result.eval_time_s += clock.lap()
                 bar.set_postfix(
                     loss=f"{result.train_loss[-1]:.3f}",
@@ -590,6 +605,7 @@ def train(
                 )
     finally:
         bar.close()
+    result.best_step = best.restore()
     return _finish(result, model, config, clock)
 
 
@@ -705,6 +721,37 @@ def _finish(
     result.final_val_loss = result.val_loss[-1]
     model.eval()
     return result
+
+
+class _BestWeights:
+    """The weights of the evaluation with the lowest validation loss so far,
+    copied in memory (on the model's device: a copy of the parameters and
+    buffers, no optimizer state) and put back by ``restore``.
+
+    A later evaluation must be strictly better to replace them, so a plateau
+    keeps the earliest of its equal losses.
+    """
+
+    def __init__(self, model: LanguageModel):
+        self.model = model
+        self.loss = math.inf
+        self.step: int | None = None
+        self.weights: dict[str, torch.Tensor] | None = None
+
+    def offer(self, loss: float, step: int) -> None:
+        if loss < self.loss:
+            self.loss, self.step = loss, step
+            self.weights = {
+                name: tensor.detach().clone()
+                for name, tensor in self.model.state_dict().items()
+            }
+
+    def restore(self) -> int | None:
+        """Load the best weights into the model (in place: a compiled
+        step function keeps working on them); returns their step."""
+        if self.weights is not None:
+            self.model.load_state_dict(self.weights)
+        return self.step
 
 
 class _LossTracker:

@@ -227,16 +227,17 @@ class SpatialWeightRecorder:
 
     def __call__(self, info: StepInfo) -> None:
         if info.step in self.steps:
-            units = [
-                m
-                for m in info.model.modules()
-                if isinstance(m, SpatialGatingUnit)
+            self.keep(info.step, info.model)
+
+    def keep(self, step: int, model: torch.nn.Module) -> None:
+        """Save the W of every layer of ``model`` as ``snapshots[step]``."""
+        units = [
+            m for m in model.modules() if isinstance(m, SpatialGatingUnit)
+        ]
+        with torch.no_grad():
+            self.snapshots[step] = [
+                unit.spatial_weight().float().cpu().clone() for unit in units
             ]
-            with torch.no_grad():
-                self.snapshots[info.step] = [
-                    unit.spatial_weight().float().cpu().clone()
-                    for unit in units
-                ]
 
 
 def shared_settings(profile: str, vocab_size: int) -> dict:
@@ -279,12 +280,17 @@ def shared_settings(profile: str, vocab_size: int) -> dict:
     }
 
 
-def _spatial_weights(recorder: SpatialWeightRecorder) -> dict:
+def _spatial_weights(
+    recorder: SpatialWeightRecorder, returned_step: int
+) -> dict:
     """What the results keep of the W that ``recorder`` saved: per step and
-    layer, W, its Toeplitz score and its diagonal means."""
+    layer, W, its Toeplitz score and its diagonal means, and the step whose
+    weights the run returned."""
     snapshots = dict(sorted(recorder.snapshots.items()))
     return {
         "steps": list(snapshots),
+        # the step of the weights the run returned (train's best evaluation)
+        "returned_step": returned_step,
         # W[step index][layer]: lower-triangle rows, see weight_from_rows
         "weights": [
             [_lower_rows(w) for w in layers] for layers in snapshots.values()
@@ -326,6 +332,10 @@ def run_one(
         description=f"{NAME} {label} lr {lr:g}",
         callback=recorder,
     )
+    if label in TINY_ATTENTION:
+        # train() returned the weights of the best evaluation: the W analysed
+        # after training is theirs (the same as the step's own snapshot)
+        recorder.keep(result.best_step, model)
     full_val = evaluate_sequential(
         model,
         dataset.val,
@@ -351,7 +361,7 @@ def run_one(
         ),
     }
     if label in TINY_ATTENTION:
-        entry["spatial_weights"] = _spatial_weights(recorder)
+        entry["spatial_weights"] = _spatial_weights(recorder, result.best_step)
     return entry
 
 
