@@ -1,5 +1,7 @@
 """python -m mixers.experiments.all: every experiment of a profile, resumable."""
 
+import json
+import re
 import types
 
 import pytest
@@ -21,7 +23,7 @@ def _fake(name, calls, fail_on=None):
         runs, _ = run_jobs(
             Experiment(name, profile, {"n": 2}, ("job",), [(0,), (1,)]), job
         )
-        return {"experiment": name, "runs": runs}
+        return {"experiment": name, "runs": runs, "provenance": {}}
 
     return types.SimpleNamespace(run=run)
 
@@ -61,3 +63,73 @@ def test_every_experiment_runs_once_and_an_interrupted_one_resumes(
         "one-smoke.json",
         "two-smoke.json",
     ]
+
+
+def _two_fakes(monkeypatch, calls):
+    modules = {"one": _fake("one", calls), "two": _fake("two", calls)}
+    monkeypatch.setattr(run_all, "EXPERIMENTS", ("one", "two"))
+    monkeypatch.setattr(
+        run_all.importlib,
+        "import_module",
+        lambda name: modules[name.rsplit(".", 1)[1]],
+    )
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ("", "not a valid results file"),
+        ('{"experiment": "one", "runs": [', "not a valid results file"),
+        ('{"experiment": "two", "provenance": {}}', "no results of the one"),
+        ('{"experiment": "one"}', "no provenance"),
+    ],
+)
+def test_a_results_file_that_does_not_read_back_is_not_done(
+    tmp_path, monkeypatch, capsys, content, reason
+):
+    calls = []
+    _two_fakes(monkeypatch, calls)
+    (tmp_path / "one-smoke.json").write_text(content)
+    (tmp_path / "two-smoke.json").write_text(
+        json.dumps({"experiment": "two", "runs": [], "provenance": {}})
+    )
+    run_all.main(
+        ["--profile", "smoke", "--out", str(tmp_path), "--no-progress"]
+    )
+    out = capsys.readouterr().out
+    assert "one: results file not valid (" in out and reason in out
+    assert "two: done, skipped" in out
+    assert calls == [("one", 0), ("one", 1)]  # one is run again, two is not
+    assert json.loads((tmp_path / "one-smoke.json").read_text())["runs"]
+
+
+def test_the_plan_fits_one_short_call_on_one_h100(capsys):
+    """--plan names all six experiments, one line each, and predicts the
+    whole gpu plan at most 8 minutes on one H100 with 8 workers, without
+    training anything."""
+    run_all.main(["--profile", "gpu", "--plan", "--workers", "8"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    for name, line in zip(run_all.EXPERIMENTS, lines):
+        assert line.startswith(f"{name}: ")
+    total = re.fullmatch(
+        r"total: (\d+) runs, ([\d,]+) steps, predicted ([\d.]+) minutes on"
+        r" one H100 with 8 workers",
+        lines[-1],
+    )
+    assert total, lines[-1]
+    assert float(total[3]) <= 8.0
+    assert int(total[1]) == sum(
+        len(run_all.planned_runs(name, "gpu")) for name in run_all.EXPERIMENTS
+    )
+
+
+def test_the_plan_counts_every_step_of_every_run():
+    from mixers.experiments import glu_variants
+    from mixers.experiments.plan import predict
+
+    runs = run_all.planned_runs("glu_variants", "smoke")
+    settings = glu_variants.SETTINGS["smoke"]
+    assert len(runs) == len(settings["seeds"]) * 8
+    prediction = predict(runs, workers=2)
+    assert prediction.steps == len(runs) * settings["train"]["steps"]
+    assert prediction.train_flops > 0 and prediction.forward_flops > 0

@@ -334,7 +334,7 @@ def test_each_arm_is_reported_at_its_own_best_rate_and_the_sweep_is_kept():
         _sweep_record("amlp", 2e-3, 1.0, diverged=True),
         _sweep_record("amlp", 4e-3, 1.75),
     ]
-    runs, sweep = gmlp.best_rates(records, lrs)
+    runs, sweep = gmlp.best_rates(records, {"lrs": lrs})
     assert list(runs) == ["transformer", "gmlp", "amlp"]
     assert {label: run["lr"] for label, run in runs.items()} == {
         "transformer": 2e-3,
@@ -359,7 +359,7 @@ def test_each_arm_is_reported_at_its_own_best_rate_and_the_sweep_is_kept():
 def test_an_arm_whose_every_rate_diverged_is_an_error_that_names_it():
     records = [_sweep_record("gmlp", 1e-3, 0.0, diverged=True)]
     with pytest.raises(TrainingDiverged, match="gmlp"):
-        gmlp.best_rates(records, [1e-3])
+        gmlp.best_rates(records, {"lrs": [1e-3]})
 
 
 def test_two_workers_give_the_same_results_as_one(results):

@@ -19,10 +19,11 @@ import argparse
 import inspect
 import json
 import sys
+import threading
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from contextlib import closing, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
@@ -53,6 +54,7 @@ from ..results import (
 from ..train import (
     PROFILES,
     Profile,
+    TrainConfig,
     TrainingDiverged,
     default_device,
     default_profile_name,
@@ -63,12 +65,90 @@ from ..train import (
 
 def profile_settings(profile: str, settings: dict) -> dict:
     """An experiment's own sizes for ``profile`` (its table ``settings`` maps
-    profile -> sizes)."""
+    profile -> sizes); inside ``step_fraction``, the ``gpu`` profile's
+    training cut to that share of its steps (``scaled_settings``)."""
     if profile not in settings:
         raise ValueError(
             f"profile must be one of {sorted(settings)}, got {profile!r}"
         )
-    return settings[profile]
+    fraction = _STEP_FRACTION.get()
+    if (
+        fraction is None
+        or profile != "gpu"
+        or "train" not in settings[profile]
+    ):
+        return settings[profile]
+    return scaled_settings(settings[profile], get_profile(profile), fraction)
+
+
+# -----------------------------------------------------------------------------
+# A chapter's live run on a reader's GPU: the ``gpu`` plan with its steps cut
+# to a budget (``mixers.experiments.plan.live_run``). Every experiment reads
+# its sizes through ``profile_settings`` (the baseline through
+# ``sized_profile``), so one context cuts them all.
+
+_STEP_FRACTION: ContextVar[float | None] = ContextVar(
+    "step_fraction", default=None
+)
+
+
+@contextmanager
+def step_fraction(fraction: float) -> Iterator[None]:
+    """Inside this block the ``gpu`` profile of every experiment trains
+    ``fraction`` (in (0, 1]) of its steps, eagerly: a run of a few minutes
+    does not win back ``torch.compile``'s compile time."""
+    if not isinstance(fraction, float) or not 0 < fraction <= 1:
+        raise ValueError(
+            f"fraction must be a float in (0, 1], got {fraction!r}"
+        )
+    token = _STEP_FRACTION.set(fraction)
+    try:
+        yield
+    finally:
+        _STEP_FRACTION.reset(token)
+
+
+def scaled_train(train: dict, fraction: float) -> dict:
+    """TrainConfig fields ``train`` with ``fraction`` of the steps (at least
+    one); warm-up and the evaluation interval keep their share of the run, so
+    a cut run evaluates as often and decays its rate over the same shape."""
+    steps = max(1, round(train["steps"] * fraction))
+    share = steps / train["steps"]
+    return {
+        **train,
+        "steps": steps,
+        "warmup_steps": min(steps - 1, round(train["warmup_steps"] * share)),
+        "eval_interval": max(
+            1, min(steps, round(train["eval_interval"] * share))
+        ),
+        "compile": False,
+    }
+
+
+def scaled_settings(entry: dict, base: Profile, fraction: float) -> dict:
+    """An experiment's settings ``entry`` over profile ``base`` with
+    ``fraction`` of the steps: its training (``scaled_train``, spelled out in
+    full) and the steps it saves weights at (``snapshot_steps``)."""
+    train = asdict(replace(base.train, **entry["train"]))
+    out = {**entry, "train": scaled_train(train, fraction)}
+    if "snapshot_steps" in entry:
+        share = out["train"]["steps"] / train["steps"]
+        out["snapshot_steps"] = tuple(
+            sorted({round(step * share) for step in entry["snapshot_steps"]})
+        )
+    return out
+
+
+def sized_profile(name: str) -> Profile:
+    """``get_profile(name)``, its training cut as ``profile_settings`` cuts
+    the experiments' inside ``step_fraction``: for the baseline, whose sizes
+    are the profile's own."""
+    profile = get_profile(name)
+    fraction = _STEP_FRACTION.get()
+    if fraction is None or profile.name != "gpu":
+        return profile
+    train = scaled_train(asdict(profile.train), fraction)
+    return replace(profile, train=TrainConfig(**train))
 
 
 def experiment_settings(
@@ -542,10 +622,66 @@ def run_jobs(
 _WORKER_DATASET = None
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, cuda_device: int | None = None) -> None:
     global _WORKER_DATASET
     torch.set_num_threads(threads)
+    if cuda_device is not None:  # "cuda" is this GPU in this process
+        torch.cuda.set_device(cuda_device)
     _WORKER_DATASET = CharDataset.shakespeare()
+
+
+# Several experiments at once (``mixers.experiments.all --workers N``): their
+# jobs go to one pool of processes per GPU, shared by all of them.
+_SHARED_POOL: ContextVar[Executor | None] = ContextVar(
+    "shared_pool", default=None
+)
+
+
+@contextmanager
+def shared_pool(pool: Executor) -> Iterator[None]:
+    """Inside this block every experiment runs its jobs in ``pool``, made by
+    ``device_pools`` (its processes hold the corpus)."""
+    token = _SHARED_POOL.set(pool)
+    try:
+        yield
+    finally:
+        _SHARED_POOL.reset(token)
+
+
+class DevicePools(Executor):
+    """One pool of ``workers`` processes per device, as one executor: each
+    job goes to the pool with the fewest jobs waiting or running. ``devices``
+    lists CUDA device indices, or is ``[None]`` for the CPU."""
+
+    def __init__(self, workers: int, devices: list, threads: int):
+        check_positive_int("workers", workers)
+        self.pools = [
+            ProcessPoolExecutor(
+                workers,
+                mp_context=get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(threads, device),
+            )
+            for device in devices
+        ]
+        self.load = [0] * len(self.pools)
+        self.lock = threading.Lock()
+
+    def submit(self, fn, /, *args, **kwargs):
+        with self.lock:
+            index = min(range(len(self.pools)), key=self.load.__getitem__)
+            self.load[index] += 1
+        future = self.pools[index].submit(fn, *args, **kwargs)
+        future.add_done_callback(lambda _: self._done(index))
+        return future
+
+    def _done(self, index: int) -> None:
+        with self.lock:
+            self.load[index] -= 1
+
+    def shutdown(self, wait=True, *, cancel_futures=False) -> None:
+        for pool in self.pools:
+            pool.shutdown(wait, cancel_futures=cancel_futures)
 
 
 def _in_worker(run_job: Callable, job: tuple) -> dict:
@@ -561,9 +697,13 @@ def run_jobs_in_processes(
 ) -> tuple[list[dict], int]:
     """``run_jobs``, calling ``run_job(dataset, job)``: in this process with
     ``workers=1``, else over ``workers`` processes of ``threads`` threads each,
-    one run per core (they show no bars). ``run_job`` must pickle: a
-    module-level function, or a ``functools.partial`` of one."""
+    one run per core (they show no bars); inside ``shared_pool``, in that
+    pool, whatever ``workers`` says. ``run_job`` must pickle: a module-level
+    function, or a ``functools.partial`` of one."""
     check_positive_int("workers", workers)
+    pool = _SHARED_POOL.get()
+    if pool is not None:
+        return run_jobs(experiment, partial(_in_worker, run_job), pool)
     if workers == 1:
         return run_jobs(experiment, lambda job: run_job(dataset, job))
     # spawn, not fork: a forked child would inherit this process's OpenMP state
@@ -702,10 +842,11 @@ def parse_experiment_args(
     description: str,
     durations: dict[str, str],
     argv: list[str] | None,
+    plan: bool = False,
 ):
-    """``command_line`` plus ``--profile``, ``--fresh`` and ``--no-progress``,
-    parsed from ``argv``: the parser, its arguments and the profile
-    (``--profile``, else ``default_profile_name``).
+    """``command_line`` plus ``--profile``, ``--fresh`` and ``--no-progress``
+    (and ``--plan`` with ``plan``), parsed from ``argv``: the parser, its
+    arguments and the profile (``--profile``, else ``default_profile_name``).
     """
     parser = command_line(prog, description, durations)
     parser.add_argument(
@@ -737,6 +878,15 @@ def parse_experiment_args(
             " experiments that train many small models (default 1)"
         ),
     )
+    if plan:
+        parser.add_argument(
+            "--plan",
+            action="store_true",
+            help=(
+                "print what would be trained and the predicted time on one"
+                " H100, without training"
+            ),
+        )
     args = parser.parse_args(argv)
     try:
         profile = args.profile or default_profile_name()

@@ -71,13 +71,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, replace
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from ..data import CharDataset
 from ..model import LanguageModel
-from ..train import run_profile
+from ..train import get_profile, run_profile
 from . import (
     Experiment,
     cpu_threads,
@@ -85,8 +86,15 @@ from . import (
     experiment_settings,
     first_provenance,
     main,
-    run_jobs,
+    run_jobs_in_processes,
     sliding_window_loss,
+)
+from .plan import (
+    PLAN_TRAIN,
+    PlannedRun,
+    carried_lr,
+    model_config,
+    train_config,
 )
 
 NAME = "alibi_extrapolation"
@@ -161,7 +169,9 @@ SETTINGS = {
         model=dict(
             d_model=384, n_layers=6, n_heads=8, block_size=256, dropout=0.1
         ),
-        train=dict(steps=5000, seq_len=256),
+        # the gpu plan (mixers.experiments.plan): 500 steps a run, the cpu
+        # rate carried over
+        train=dict(PLAN_TRAIN, steps=500, lr=carried_lr(2e-3)),
         factors=(1, 2, 4, 8, 16),
         eval_tokens=98304,
         sliding_factors=(1, 2, 4),
@@ -335,21 +345,65 @@ def long_generation(
     }
 
 
+def forward_tokens(settings: dict) -> int:
+    """The tokens a run reads forward after training: every evaluation
+    length, the sliding windows (each reads ``window / stride`` times its
+    tokens) and its texts, written and then scored."""
+    tokens = settings["eval_tokens"]
+    lengths = len(settings["eval_lengths"]) * tokens
+    sliding = sum(
+        window // settings["sliding_stride"] * tokens
+        for window in settings["sliding_lengths"]
+    )
+    texts = 2 * settings["generate_samples"] * settings["generate_length"]
+    return lengths + sliding + texts
+
+
+def planned_runs(profile: str) -> list[PlannedRun]:
+    """Every run of ``profile`` (``mixers.experiments.plan``)."""
+    dataset = CharDataset.shakespeare()
+    settings = shared_settings(profile, len(dataset.val))
+    base = get_profile(profile).model
+    return [
+        PlannedRun(
+            model_config(
+                {
+                    **base,
+                    **settings["model"],
+                    "token_mixer": mixer,
+                    "positions": positions,
+                },
+                dataset.tokenizer.vocab_size,
+            ),
+            train_config(settings["train"]),
+            forward_tokens(settings),
+        )
+        for mixer, positions in SCHEMES.values()
+    ]
+
+
+def _run_job(profile, settings, progress, dataset, job) -> dict:
+    """One job, ``(scheme,)``, for ``run_jobs_in_processes``: a module-level
+    function, so that it pickles."""
+    return run_one(dataset, profile, settings, *job, progress=progress)
+
+
 @cpu_threads(CPU_THREADS)
-def run(profile: str, progress: bool = True) -> dict:
+def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
     """Train every scheme at the training length of ``profile`` and evaluate it
-    at longer lengths."""
+    at longer lengths, ``workers`` schemes at a time."""
     start = time.perf_counter()
     dataset = CharDataset.shakespeare()
     settings = shared_settings(profile, len(dataset.val))
     experiment = Experiment(
         NAME, profile, settings, ("scheme",), [(scheme,) for scheme in SCHEMES]
     )
-    runs, resumed = run_jobs(
+    runs, resumed = run_jobs_in_processes(
         experiment,
-        lambda job: run_one(
-            dataset, profile, settings, *job, progress=progress
-        ),
+        partial(_run_job, profile, settings, progress and workers == 1),
+        dataset,
+        workers,
+        CPU_THREADS,
     )
     model = settings["model"]
     return {

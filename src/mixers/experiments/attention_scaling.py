@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, replace
+from functools import partial
 
 import torch
 
@@ -36,7 +37,14 @@ from . import (
     experiment_settings,
     first_provenance,
     main,
-    run_jobs,
+    run_jobs_in_processes,
+)
+from .plan import (
+    PLAN_TRAIN,
+    PlannedRun,
+    carried_lr,
+    model_config,
+    train_config,
 )
 
 NAME = "attention_scaling"
@@ -85,10 +93,12 @@ SETTINGS = {
             eval_batches=10,
         ),
     ),
+    # The gpu plan (mixers.experiments.plan): 500 steps a run, the cpu rate
+    # carried over.
     "gpu": dict(
         model=dict(d_model=384, n_layers=6, block_size=256),
         head_sizes=(32, 128, 384),
-        train=dict(steps=3000, eval_interval=250),
+        train=dict(PLAN_TRAIN, steps=500, lr=carried_lr(2e-3)),
     ),
 }
 
@@ -210,6 +220,40 @@ def shared_settings(profile: str) -> dict:
     }
 
 
+def _overrides(settings: dict, d_head: int, scaled: bool) -> dict:
+    """The model fields of the run with heads of ``d_head``, scaled or
+    not."""
+    return {
+        **settings["model"],
+        "n_heads": settings["model"]["d_model"] // d_head,
+        "token_mixer": "attention",
+        "attention_scale": ARMS["scaled" if scaled else "unscaled"],
+    }
+
+
+def jobs(settings: dict) -> list[tuple[int, bool]]:
+    """Every (head size, scaled) pair, in the order they run."""
+    return [
+        (d_head, arm == "scaled")
+        for d_head in settings["head_sizes"]
+        for arm in ARMS
+    ]
+
+
+def planned_runs(profile: str) -> list[PlannedRun]:
+    """Every run of ``profile`` (``mixers.experiments.plan``)."""
+    settings = shared_settings(profile)
+    vocab_size = CharDataset.shakespeare().tokenizer.vocab_size
+    base = get_profile(profile).model
+    return [
+        PlannedRun(
+            model_config({**base, **_overrides(settings, *job)}, vocab_size),
+            train_config(settings["train"]),
+        )
+        for job in jobs(settings)
+    ]
+
+
 def run_one(
     dataset: CharDataset,
     profile: str,
@@ -223,12 +267,7 @@ def run_one(
     diagnostics before and after training.
     """
     d_model = settings["model"]["d_model"]
-    overrides = {
-        **settings["model"],
-        "n_heads": d_model // d_head,
-        "token_mixer": "attention",
-        "attention_scale": ARMS["scaled" if scaled else "unscaled"],
-    }
+    overrides = _overrides(settings, d_head, scaled)
     label = f"d_head={d_head}, {'scaled' if scaled else 'unscaled'}"
     # One fixed validation batch for the diagnostics, the same for every run.
     probe = settings["probe"]
@@ -268,29 +307,28 @@ def run_one(
     }
 
 
+def _run_job(profile, settings, progress, dataset, job) -> dict:
+    """One job, ``(d_head, scaled)``, for ``run_jobs_in_processes``: a
+    module-level function, so that it pickles."""
+    return run_one(dataset, profile, settings, *job, progress=progress)
+
+
 @cpu_threads(CPU_THREADS)
-def run(profile: str, progress: bool = True) -> dict:
-    """Train every (head size, scaled/un-scaled) pair under ``profile``; return
-    the results."""
+def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
+    """Train every (head size, scaled/un-scaled) pair under ``profile``,
+    ``workers`` runs at a time; return the results."""
     start = time.perf_counter()
     dataset = CharDataset.shakespeare()
     settings = shared_settings(profile)
     experiment = Experiment(
-        NAME,
-        profile,
-        settings,
-        ("d_head", "scaled"),
-        [
-            (d_head, arm == "scaled")
-            for d_head in settings["head_sizes"]
-            for arm in ARMS
-        ],
+        NAME, profile, settings, ("d_head", "scaled"), jobs(settings)
     )
-    runs, resumed = run_jobs(
+    runs, resumed = run_jobs_in_processes(
         experiment,
-        lambda job: run_one(
-            dataset, profile, settings, *job, progress=progress
-        ),
+        partial(_run_job, profile, settings, progress and workers == 1),
+        dataset,
+        workers,
+        CPU_THREADS,
     )
     return {
         "experiment": NAME,

@@ -49,6 +49,13 @@ from . import (
     profile_settings,
     run_jobs_in_processes,
 )
+from .plan import (
+    PLAN_TRAIN,
+    PlannedRun,
+    carried_lr,
+    model_config,
+    train_config,
+)
 
 NAME = "glu_variants"
 DURATIONS = {
@@ -150,17 +157,11 @@ SETTINGS = {
             token_mixer="attention",
             positions="learned",
         ),
-        train=dict(
-            steps=5000,
-            batch_size=64,
-            seq_len=256,
-            lr=1e-3,
-            warmup_steps=200,
-            eval_interval=250,
-            eval_batches=50,
-        ),
+        # the gpu plan (mixers.experiments.plan): one seed, 500 steps a run,
+        # the cpu rate carried over
+        train=dict(PLAN_TRAIN, steps=500, lr=carried_lr(3e-3)),
         full_val_windows=None,
-        seeds=(0, 1, 2),
+        seeds=(0,),
         workers=1,
     ),
 }
@@ -320,6 +321,33 @@ def shared_settings(
         "seeds": seeds,
         "full_val_windows": settings["full_val_windows"],
     }
+
+
+def planned_runs(profile: str) -> list[PlannedRun]:
+    """Every run of ``profile`` (``mixers.experiments.plan``)."""
+    settings = profile_settings(profile, SETTINGS)
+    dataset = CharDataset.shakespeare()
+    shared = shared_settings(
+        profile,
+        dataset.tokenizer.vocab_size,
+        list(VARIANTS),
+        list(settings["seeds"]),
+    )
+    windows = settings["full_val_windows"]
+    seq_len = shared["train"]["seq_len"]
+    read = len(dataset.val) if windows is None else windows * seq_len
+    return [
+        PlannedRun(
+            model_config(
+                {**shared["model"], "channel_mixer": variant},
+                dataset.tokenizer.vocab_size,
+            ),
+            train_config({**shared["train"], "seed": seed}),
+            read,
+        )
+        for seed in shared["seeds"]
+        for variant in VARIANTS
+    ]
 
 
 def run(

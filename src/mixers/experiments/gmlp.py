@@ -59,6 +59,7 @@ from ..train import (
     TrainingDiverged,
     build_model,
     evaluate_sequential,
+    get_profile,
     run_profile,
     sample,
 )
@@ -69,6 +70,13 @@ from . import (
     first_provenance,
     main,
     run_jobs_in_processes,
+)
+from .plan import (
+    PLAN_TRAIN,
+    PlannedRun,
+    carried_lr,
+    model_config,
+    train_config,
 )
 
 NAME = "gmlp"
@@ -137,14 +145,19 @@ SETTINGS = {
         sample_tokens=300,
         lrs=(1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2),
     ),
-    # Not run for the book (no GPU was available).
+    # The gpu plan (mixers.experiments.plan): no sweep, each arm at its
+    # best cpu rate carried over; 700 steps a run.
     "gpu": dict(
         model=dict(d_model=384, n_layers=6, n_heads=6, block_size=256),
-        train=dict(steps=5000, eval_interval=250),
-        snapshot_steps=(0, 250, 1000, 2500),
+        train=dict(PLAN_TRAIN, steps=700),
+        snapshot_steps=(0, 100, 300),
         full_val_windows=None,
         sample_tokens=300,
-        lrs=(5e-4, 1e-3, 2e-3, 4e-3),
+        lrs={
+            "transformer": (carried_lr(4e-3),),
+            "gmlp": (carried_lr(8e-3),),
+            "amlp": (carried_lr(8e-3),),
+        },
     ),
 }
 
@@ -276,8 +289,50 @@ def shared_settings(profile: str, vocab_size: int) -> dict:
         "block_budget": block_budget,
         "arms": arms,
         "sample_tokens": settings["sample_tokens"],
-        "lrs": list(settings["lrs"]),
+        # one sweep for every arm, or each arm's own rates
+        "lrs": (
+            {arm: list(rates) for arm, rates in settings["lrs"].items()}
+            if isinstance(settings["lrs"], dict)
+            else list(settings["lrs"])
+        ),
     }
+
+
+def arm_lrs(settings: dict, label: str) -> list[float]:
+    """The peak learning rates arm ``label`` trains at."""
+    lrs = settings["lrs"]
+    return list(lrs[label] if isinstance(lrs, dict) else lrs)
+
+
+def jobs(settings: dict) -> list[tuple[str, float]]:
+    """Every (arm, learning rate), in the order they run."""
+    return [
+        (label, lr)
+        for label in settings["arms"]
+        for lr in arm_lrs(settings, label)
+    ]
+
+
+def planned_runs(profile: str) -> list[PlannedRun]:
+    """Every run of ``profile`` (``mixers.experiments.plan``)."""
+    dataset = CharDataset.shakespeare()
+    vocab_size = dataset.tokenizer.vocab_size
+    settings = shared_settings(profile, vocab_size)
+    base = get_profile(profile).model
+    windows = settings["full_val_windows"]
+    read = (
+        len(dataset.val)
+        if windows is None
+        else windows * settings["train"]["seq_len"]
+    )
+    return [
+        PlannedRun(
+            model_config({**base, **settings["arms"][label]}, vocab_size),
+            train_config({**settings["train"], "lr": lr}),
+            read + settings["sample_tokens"],
+        )
+        for label, lr in jobs(settings)
+    ]
 
 
 def _spatial_weights(
@@ -371,7 +426,7 @@ def _run_job(profile, settings, progress, dataset, job) -> dict:
     return run_one(dataset, profile, settings, *job, progress=progress)
 
 
-def best_rates(records: list[dict], lrs: list[float]) -> tuple[dict, dict]:
+def best_rates(records: list[dict], settings: dict) -> tuple[dict, dict]:
     """From every run of the sweep: ``(runs, sweep)``. ``runs[label]`` is the
     arm's run at the rate with its lowest ``best_val_loss`` (a diverged run
     never wins), with ``best_lr_at_edge``; ``sweep[label]`` lists every rate's
@@ -395,6 +450,7 @@ def best_rates(records: list[dict], lrs: list[float]) -> tuple[dict, dict]:
         if not trained:
             raise TrainingDiverged(f"{label}: every learning rate diverged")
         best = min(trained, key=lambda r: r["result"]["best_val_loss"])
+        lrs = arm_lrs(settings, label)
         edge = best["lr"] in (min(lrs), max(lrs)) and len(lrs) > 1
         runs[label] = {**best, "best_lr_at_edge": edge}
     return runs, sweep
@@ -413,7 +469,7 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
         profile,
         settings,
         ("label", "lr"),
-        [(name, lr) for name in settings["arms"] for lr in settings["lrs"]],
+        jobs(settings),
     )
     records, resumed = run_jobs_in_processes(
         experiment,
@@ -422,7 +478,7 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
         workers,
         CPU_THREADS,
     )
-    runs, sweep = best_rates(records, settings["lrs"])
+    runs, sweep = best_rates(records, settings)
     model = settings["model"]
     return {
         "experiment": NAME,

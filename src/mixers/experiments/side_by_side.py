@@ -95,6 +95,7 @@ from ..train import (
     PROFILES,
     autocast_dtype,
     default_device,
+    get_profile,
     precision_name,
     run_profile,
 )
@@ -105,6 +106,13 @@ from . import (
     experiment_settings,
     main,
     run_jobs_in_processes,
+)
+from .plan import (
+    PLAN_TRAIN,
+    PlannedRun,
+    carried_lr,
+    model_config,
+    train_config,
 )
 
 NAME = "side_by_side"
@@ -212,25 +220,33 @@ SETTINGS = {
         # .run_jobs_in_processes): each still trains on one thread
         workers=2,
     ),
-    # Not run for the book (no GPU was available).
+    # The gpu plan (mixers.experiments.plan): one seed, no sweep, each pair
+    # at its best cpu rate carried over; 500 steps a run.
     "gpu": dict(
         model=dict(
             d_model=384, n_layers=6, n_heads=6, block_size=256, dropout=0.1
         ),
         train=dict(
             _TRAIN,
-            steps=2500,
-            batch_size=64,
-            seq_len=256,
-            warmup_steps=200,
-            eval_interval=250,
-            eval_batches=50,
-            compile=True,
+            **PLAN_TRAIN,
+            steps=500,
             amp=True,
             cpu_amp=False,
         ),
-        lrs=(2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3),
-        seeds=(0, 1, 2),
+        lrs={
+            pair: (carried_lr(lr),)
+            for pair, lr in {
+                "attention+gelu": 3e-3,
+                "attention+swiglu": 3e-3,
+                "rotary+gelu": 3e-3,
+                "rotary+swiglu": 3e-3,
+                "alibi+gelu": 6e-3,
+                "alibi+swiglu": 6e-3,
+                "gmlp": 2.4e-2,
+                "amlp": 6e-3,
+            }.items()
+        },
+        seeds=(0,),
         factors=(1, 2, 4),
         eval_tokens=None,
     ),
@@ -410,7 +426,7 @@ def _check_seed(seed) -> None:
         raise ValueError(f"seeds must be non-negative ints, got {seed!r}")
 
 
-def _extra_lrs(extra: dict, pairs: list[str], lrs: list[float]) -> dict:
+def _extra_lrs(extra: dict, pairs: list[str], lrs) -> dict:
     """The profile's per-pair extensions of the sweep, for the pairs that
     run: checked, as floats, none already in the sweep."""
     out = {}
@@ -420,7 +436,7 @@ def _extra_lrs(extra: dict, pairs: list[str], lrs: list[float]) -> dict:
         rates = [
             float(lr) for lr in _check_list("extra_lrs", rates, _check_lr)
         ]
-        if set(rates) & set(lrs):
+        if set(rates) & set(lrs[pair] if isinstance(lrs, dict) else lrs):
             raise ValueError(
                 f"extra_lrs for {pair} repeat a rate of the sweep {lrs}:"
                 f" {rates}"
@@ -446,12 +462,21 @@ def experiment_plan(
     """
     base, settings, model = experiment_settings(profile, SETTINGS)
     pairs = _check_list("pairs", PAIRS if pairs is None else pairs, parse_pair)
-    lrs = [
-        float(lr)
-        for lr in _check_list(
-            "lrs", settings["lrs"] if lrs is None else lrs, _check_lr
+    lrs = settings["lrs"] if lrs is None else lrs
+    # one sweep for every pair, or each pair's own rates
+    lrs = (
+        {
+            pair: [float(lr) for lr in _check_list("lrs", rates, _check_lr)]
+            for pair, rates in lrs.items()
+            if pair in pairs
+        }
+        if isinstance(lrs, dict)
+        else [float(lr) for lr in _check_list("lrs", lrs, _check_lr)]
+    )
+    if isinstance(lrs, dict) and set(lrs) != set(pairs):
+        raise ValueError(
+            f"lrs must give rates for every pair {pairs}, got {sorted(lrs)}"
         )
-    ]
     seeds = _check_list(
         "seeds", settings["seeds"] if seeds is None else seeds, _check_seed
     )
@@ -500,9 +525,11 @@ def experiment_plan(
 
 
 def pair_lrs(plan: dict, pair: str) -> list[float]:
-    """The learning rates ``pair`` trains at: the sweep's, and the rates
-    added for it (``extra_lrs``), in increasing order."""
-    return sorted(plan["lrs"] + plan.get("extra_lrs", {}).get(pair, []))
+    """The learning rates ``pair`` trains at: the sweep's (or its own), and
+    the rates added for it (``extra_lrs``), in increasing order."""
+    lrs = plan["lrs"]
+    own = lrs[pair] if isinstance(lrs, dict) else lrs
+    return sorted(own + plan.get("extra_lrs", {}).get(pair, []))
 
 
 def jobs(plan: dict) -> list[tuple[str, float, int]]:
@@ -511,11 +538,13 @@ def jobs(plan: dict) -> list[tuple[str, float, int]]:
     time hits every pair alike; then the rates added for single pairs
     (``extra_lrs``), so that extending a sweep keeps the jobs already run.
     """
+    lrs = plan["lrs"]
     sweep = [
         (pair, lr, seed)
         for seed in plan["seeds"]
-        for lr in plan["lrs"]
+        for lr in ([None] if isinstance(lrs, dict) else lrs)
         for pair in plan["pairs"]
+        for lr in ([lr] if lr is not None else lrs[pair])
     ]
     extension = [
         (pair, lr, seed)
@@ -635,6 +664,35 @@ def run_one(
     }
 
 
+def planned_runs(profile: str) -> list[PlannedRun]:
+    """Every run of ``profile`` (``mixers.experiments.plan``): each reads
+    its evaluation tokens at every length after training."""
+    dataset = CharDataset.shakespeare()
+    vocab_size = dataset.tokenizer.vocab_size
+    plan = experiment_plan(profile, vocab_size, val_tokens=len(dataset.val))
+    base = get_profile(profile).model
+    runs = []
+    for pair, lr, seed in jobs(plan):
+        info = plan["pairs"][pair]
+        model = {
+            **base,
+            **plan["model"],
+            **{
+                key: info[key]
+                for key in ("token_mixer", "channel_mixer", "d_ff")
+            },
+        }
+        train = {**plan["train"], "lr": lr, "seed": seed}
+        runs.append(
+            PlannedRun(
+                model_config(model, vocab_size),
+                train_config(train),
+                len(plan["eval_lengths"]) * plan["eval_tokens"],
+            )
+        )
+    return runs
+
+
 def _run_job(
     profile: str,
     plan: dict,
@@ -706,7 +764,8 @@ def _summarize_pair(mine: list[dict], plan: dict) -> dict:
     return {
         **out,
         "best_lr": best["lr"],
-        "best_lr_at_edge": best["lr"] in (min(lrs), max(lrs)),
+        # (one rate has no edge: it was not swept)
+        "best_lr_at_edge": len(lrs) > 1 and best["lr"] in (min(lrs), max(lrs)),
         "seeds": [run["seed"] for run in at_best],
         "best_val_loss": best["best_val_loss"],
         # the final model on the whole evaluation text, seed by seed, for
