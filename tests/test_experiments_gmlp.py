@@ -370,12 +370,12 @@ def test_two_workers_give_the_same_results_as_one(results):
 def test_the_command_line_refuses_workers_where_the_experiment_has_none(
     tmp_path, capsys
 ):
-    from mixers.experiments import alibi_extrapolation, main
+    from mixers.experiments import baseline, main
 
     argv = ["--profile", "smoke", "--out", str(tmp_path), "--workers", "2"]
     with pytest.raises(SystemExit) as info:
-        main("alibi_extrapolation", alibi_extrapolation.run, "x", {}, argv)
+        main("baseline", baseline.run, "x", {}, argv)
     assert info.value.code == 2
-    assert "--workers: the alibi_extrapolation experiment runs one job" in (
+    assert "--workers: the baseline experiment runs one job" in (
         capsys.readouterr().err
     )

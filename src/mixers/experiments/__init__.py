@@ -139,11 +139,10 @@ def scaled_settings(entry: dict, base: Profile, fraction: float) -> dict:
     return out
 
 
-def sized_profile(name: str) -> Profile:
-    """``get_profile(name)``, its training cut as ``profile_settings`` cuts
-    the experiments' inside ``step_fraction``: for the baseline, whose sizes
-    are the profile's own."""
-    profile = get_profile(name)
+def sized_profile(profile: Profile) -> Profile:
+    """``profile``, its training cut as ``profile_settings`` cuts the
+    experiments' inside ``step_fraction``: for the baseline, whose sizes are
+    the profile's own."""
     fraction = _STEP_FRACTION.get()
     if fraction is None or profile.name != "gpu":
         return profile

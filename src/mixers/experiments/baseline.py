@@ -31,6 +31,7 @@ from ..train import (
     Profile,
     TrainingDiverged,
     evaluate_sequential,
+    get_profile,
     run_profile,
     sample,
 )
@@ -79,18 +80,18 @@ def _run_job(base: Profile, progress: bool, dataset, job: tuple) -> dict:
 def planned_runs(profile: str) -> list[PlannedRun]:
     """The one run of ``profile``: its training, then the whole validation
     split and a sample read forward (``mixers.experiments.plan``)."""
-    base = sized_profile(profile)
+    base = sized_profile(get_profile(profile))
     dataset = CharDataset.shakespeare()
     model = ModelConfig(vocab_size=dataset.tokenizer.vocab_size, **base.model)
     return [PlannedRun(model, base.train, len(dataset.val) + SAMPLE_TOKENS)]
 
 
-def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
+def run(profile: str, progress: bool = True) -> dict:
     """Train the baseline under ``profile``; return its results with
-    provenance. ``workers``: one job, so one is all it uses (it is there for
-    ``experiments.all``, whose shared pool runs it)."""
+    provenance. One job: it takes no ``workers`` (``experiments.all``'s
+    shared pool runs it like any other)."""
     start = time.perf_counter()
-    base = sized_profile(profile)
+    base = sized_profile(get_profile(profile))
     dataset = CharDataset.shakespeare()
     # The one job is the whole run: no fields name it.
     experiment = Experiment(

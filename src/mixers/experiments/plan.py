@@ -237,20 +237,25 @@ def live_fraction(
     return fraction, (fraction * train + forward) / flops_per_s
 
 
-def live_run(module, progress: bool = False, gpu: bool | None = None):
+def live_run(
+    module,
+    progress: bool = False,
+    gpu: bool | None = None,
+    seconds: float = LIVE_SECONDS,
+):
     """A chapter's live comparison: ``module.run("smoke")`` on a CPU; on a
     GPU (``gpu``, default: CUDA is available) its ``gpu`` plan with the steps
-    that fit a T4's three minutes (``live_fraction``), printing the
-    prediction before it starts. Returns the run's results."""
+    that fit ``seconds`` of a T4 (``live_fraction``), printing the prediction
+    before it starts. Returns the run's results."""
     from . import step_fraction  # the package imports this module's users
 
     gpu = torch.cuda.is_available() if gpu is None else gpu
     if not gpu:
         return module.run("smoke", progress=progress)
-    fraction, seconds = live_fraction(module.planned_runs("gpu"))
+    fraction, predicted = live_fraction(module.planned_runs("gpu"), seconds)
     print(
         f"{module.NAME}: the gpu plan at {fraction:.0%} of its steps,"
-        f" predicted {seconds / 60:.1f} min on a T4 at"
+        f" predicted {predicted / 60:.1f} min on a T4 at"
         f" {ASSUMED_UTILIZATION:.0%} of its peak (a guess: no T4 has run it)",
         flush=True,
     )

@@ -1,0 +1,113 @@
+"""A chapter's live run: the smoke profile on a CPU; on a GPU, the chapter's
+gpu plan with its steps cut to a T4's three minutes. The GPU branch runs
+here on the CPU, every experiment's, with the gpu sizes swapped for tiny
+ones (the code path is the point, not the sizes)."""
+
+import copy
+import importlib
+from dataclasses import replace
+
+import pytest
+
+import mixers.train as train_module
+from mixers.experiments import (
+    profile_settings,
+    scaled_train,
+    sized_profile,
+    step_fraction,
+)
+from mixers.experiments.all import EXPERIMENTS
+from mixers.experiments.plan import live_fraction, live_run
+
+
+def test_a_cut_run_keeps_its_shape():
+    train = dict(steps=500, warmup_steps=50, eval_interval=100, compile=True)
+    cut = scaled_train(train, 0.2)
+    assert cut == dict(
+        steps=100, warmup_steps=10, eval_interval=20, compile=False
+    )
+    assert scaled_train(train, 1e-6)["steps"] == 1  # never none
+    assert scaled_train(dict(train, steps=1), 0.5)["warmup_steps"] == 0
+
+
+def test_step_fraction_cuts_the_gpu_profile_only():
+    from mixers.experiments import gmlp
+
+    with step_fraction(0.5):
+        cut = profile_settings("gpu", gmlp.SETTINGS)
+        smoke = profile_settings("smoke", gmlp.SETTINGS)
+        base = sized_profile(train_module.get_profile("gpu"))
+    full = gmlp.SETTINGS["gpu"]
+    assert cut["train"]["steps"] == full["train"]["steps"] // 2
+    assert cut["snapshot_steps"] == tuple(
+        s // 2 for s in full["snapshot_steps"]
+    )
+    assert smoke is gmlp.SETTINGS["smoke"]
+    assert base.train.steps == train_module.get_profile("gpu").train.steps // 2
+    assert profile_settings("gpu", gmlp.SETTINGS) is full  # outside: whole
+    with pytest.raises(ValueError, match="fraction"):
+        with step_fraction(0.0):
+            pass
+
+
+def test_the_live_budget_fits_the_seconds_it_is_given():
+    from mixers.experiments import glu_variants
+
+    runs = glu_variants.planned_runs("gpu")
+    fraction, seconds = live_fraction(runs, seconds=180.0)
+    assert 0 < fraction < 1 and seconds == pytest.approx(180.0)
+    assert live_fraction(runs, seconds=1e9) == (
+        1.0,
+        pytest.approx(sum(sum(r.flops()) for r in runs) / (65e12 * 0.3)),
+    )
+
+
+@pytest.fixture
+def tiny_gpu(monkeypatch):
+    """Every experiment's gpu settings (and the gpu profile) replaced by its
+    smoke ones, still called gpu."""
+    smoke = train_module.get_profile("smoke")
+    monkeypatch.setitem(
+        train_module.PROFILES,
+        "gpu",
+        replace(smoke, name="gpu", train=replace(smoke.train, compile=True)),
+    )
+    for name in EXPERIMENTS:
+        module = importlib.import_module(f"mixers.experiments.{name}")
+        if hasattr(module, "SETTINGS"):
+            monkeypatch.setitem(
+                module.SETTINGS, "gpu", copy.deepcopy(module.SETTINGS["smoke"])
+            )
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_chapters_live_run_takes_its_gpu_branch_on_a_cpu(
+    tiny_gpu, name, capsys
+):
+    module = importlib.import_module(f"mixers.experiments.{name}")
+    runs = module.planned_runs("gpu")
+    # a budget of about half the (tiny) plan: the steps are cut
+    seconds = 0.5 * sum(sum(r.flops()) for r in runs) / (65e12 * 0.3)
+    fraction, _ = live_fraction(runs, seconds)
+    results = live_run(module, gpu=True, seconds=seconds)
+    printed = capsys.readouterr().out
+    assert f"{name}: the gpu plan at {fraction:.0%} of its steps" in printed
+    assert results["provenance"]["profile"] == "gpu"
+    configs = []
+
+    def find(value):
+        if isinstance(value, dict):
+            if "train_config" in value:
+                configs.append(value["train_config"])
+            for item in value.values():
+                find(item)
+        elif isinstance(value, list):
+            for item in value:
+                find(item)
+
+    find(results)
+    assert configs
+    for config, run in zip(configs, runs):
+        cut = max(1, round(run.train.steps * fraction))
+        assert config["steps"] == cut < run.train.steps
+        assert config["compile"] is False
