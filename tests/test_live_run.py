@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 import mixers.train as train_module
+from mixers.data import CharDataset, load_corpus
 from mixers.experiments import (
     profile_settings,
     scaled_train,
@@ -17,7 +18,13 @@ from mixers.experiments import (
     step_fraction,
 )
 from mixers.experiments.all import EXPERIMENTS
-from mixers.experiments.plan import live_fraction, live_run
+from mixers.experiments.plan import (
+    PlannedRun,
+    live_fraction,
+    live_profile,
+    live_run,
+)
+from mixers.model import ModelConfig
 
 
 def test_a_cut_run_keeps_its_shape():
@@ -111,3 +118,28 @@ def test_every_chapters_live_run_takes_its_gpu_branch_on_a_cpu(
         cut = max(1, round(run.train.steps * fraction))
         assert config["steps"] == cut < run.train.steps
         assert config["compile"] is False
+
+
+def test_the_baseline_live_profile_takes_its_gpu_branch_on_a_cpu(capsys):
+    gpu = train_module.get_profile("gpu")
+    assert live_profile(gpu, 65, gpu=False) is gpu  # a CPU: as it is
+    run = PlannedRun(ModelConfig(vocab_size=65, **gpu.model), gpu.train)
+    # the whole profile fits three minutes of a T4 at the assumed rate
+    assert live_fraction([run])[0] == 1.0
+    cut = live_profile(gpu, 65, gpu=True, seconds=60.0)
+    fraction, seconds = live_fraction([run], seconds=60.0)
+    assert (
+        cut.train.steps == round(gpu.train.steps * fraction) < gpu.train.steps
+    )
+    assert cut.train.compile is False and cut.model == gpu.model
+    assert f"{cut.train.steps:,} of the gpu profile's 2,500 steps" in (
+        capsys.readouterr().out
+    )
+    # and it trains, on the CPU, at tiny sizes
+    smoke = train_module.get_profile("smoke")
+    tiny = replace(gpu, model=smoke.model, train=smoke.train)
+    sized = live_profile(tiny, 65, gpu=True, seconds=1e-4)
+    assert sized.train.steps == 1
+    dataset = CharDataset.from_text(load_corpus()[:20000])
+    _, result = train_module.run_profile(dataset, sized, progress=False)
+    assert result.steps == [1]

@@ -1025,3 +1025,32 @@ def benchmark_curves(
     if title:
         ax.set_title(title)
     return ax
+
+
+def live_beside_committed(
+    live: dict, committed: dict, curves, train: bool = False
+):
+    """The live run of a chapter above its committed run, each run's
+    validation loss against the step on the same loss scale: what a reader's
+    minutes of training give beside what the book's run gave.
+
+    ``live`` and ``committed`` are results of one experiment; ``curves``
+    (its module's ``curves``) maps results to ``{label: TrainResult
+    dict}``. Returns the figure.
+    """
+    fig, axes = plt.subplots(
+        2, 1, figsize=(MAX_WIDTH, 6.4), sharey=True, layout="constrained"
+    )
+    for ax, results, what in (
+        (axes[0], live, "this run"),
+        (axes[1], committed, "the committed run"),
+    ):
+        prov = results["provenance"]
+        loss_curves(
+            curves(results),
+            ax=ax,
+            train=train,
+            title=f"{what}: {prov['profile']} profile, {prov['device_type']}",
+        )
+        ax.legend(fontsize="small", ncol=2)
+    return fig

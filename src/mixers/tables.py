@@ -96,3 +96,40 @@ def _numeric(cell: Any) -> bool:
         return True
     except ValueError:
         return False
+
+
+def profiles_table(module, profiles=("cpu", "gpu"), directory=None):
+    """A chapter's committed results, one row per profile: where and when
+    each ran, then its experiment's figures (``module.headline``), or "not
+    run yet" where no results file is committed. A results file of the GPU
+    check, copied into ``book/results``, fills its row with no other change.
+
+    ``module`` is an experiment module (``NAME``, ``headline``); the files
+    are read from ``directory`` (default: the book's results).
+    """
+    from .results import read_results, results_path  # results imports torch
+
+    found = {}
+    for profile in profiles:
+        path = results_path(module.NAME, profile, directory)
+        found[profile] = read_results(path) if path.is_file() else None
+    figures = {
+        profile: module.headline(results)
+        for profile, results in found.items()
+        if results is not None
+    }
+    columns = list(dict.fromkeys(k for row in figures.values() for k in row))
+    rows = []
+    for profile, results in found.items():
+        if results is None:
+            rows.append([profile, "not run yet"] + [None] * len(columns))
+            continue
+        prov = results["provenance"]
+        where = (
+            f"{prov['device']}, {prov['date'][:10]},"
+            f" commit {(prov.get('git_commit') or 'unknown')[:7]}"
+        )
+        rows.append(
+            [profile, where] + [figures[profile].get(c) for c in columns]
+        )
+    return markdown_table(["profile", "where, when", *columns], rows)

@@ -424,5 +424,33 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
     }
 
 
+# -----------------------------------------------------------------------------
+# What the chapter shows of a results file, whatever its profile
+# (mixers.tables.profiles_table, mixers.plot.live_beside_committed).
+
+
+def curves(results: dict) -> dict[str, dict]:
+    """Each scheme's loss curves."""
+    return {
+        run["scheme"]: run["result"]
+        for run in results["runs"]
+        if not run["diverged"]
+    }
+
+
+def headline(results: dict) -> dict[str, str]:
+    """Each scheme's loss at the training length and at 16 times it (or the
+    longest length evaluated)."""
+    out = {}
+    for run in results["runs"]:
+        if run["diverged"]:
+            out[run["scheme"]] = "diverged"
+            continue
+        first, last = run["eval"][0]["loss"], run["eval"][-1]["loss"]
+        longest = "n/a" if last is None else f"{last:.2f}"
+        out[run["scheme"]] = f"{first:.2f} / {longest}"
+    return out
+
+
 if __name__ == "__main__":
     main(NAME, run, __doc__.splitlines()[0], DURATIONS)

@@ -347,5 +347,35 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
     }
 
 
+# -----------------------------------------------------------------------------
+# What the chapter shows of a results file, whatever its profile
+# (mixers.tables.profiles_table, mixers.plot.live_beside_committed).
+
+
+def curves(results: dict) -> dict[str, dict]:
+    """Each run's loss curves, by label."""
+    return {
+        run["label"]: run["result"]
+        for run in results["runs"]
+        if not run.get("diverged")
+    }
+
+
+def headline(results: dict) -> dict[str, str]:
+    """Best validation loss, scaled / un-scaled, per head size."""
+    best = {
+        (run["d_head"], run["scaled"]): (
+            "diverged"
+            if run.get("diverged")
+            else f"{run['result']['best_val_loss']:.3f}"
+        )
+        for run in results["runs"]
+    }
+    return {
+        f"d_head {d}": f"{best[d, True]} / {best[d, False]}"
+        for d in results["settings"]["head_sizes"]
+    }
+
+
 if __name__ == "__main__":
     main(NAME, run, __doc__.splitlines()[0], DURATIONS)

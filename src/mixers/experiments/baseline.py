@@ -125,5 +125,29 @@ def run(profile: str, progress: bool = True) -> dict:
     }
 
 
+# -----------------------------------------------------------------------------
+# What the chapter shows of a results file, whatever its profile
+# (mixers.tables.profiles_table, mixers.plot.live_beside_committed).
+
+
+def curves(results: dict) -> dict[str, dict]:
+    """The run's loss curves, by label."""
+    return {"baseline": results["result"]}
+
+
+def headline(results: dict) -> dict[str, str]:
+    """The figures of the chapter's profile table."""
+    run = results["result"]
+    best = run["steps"][run["val_loss"].index(min(run["val_loss"]))]
+    # the model scored on the whole split: the best (best_step), or, in
+    # results written before train() returned it, the last
+    scored = run.get("best_step") or run["steps"][-1]
+    return {
+        "steps": f"{run['train_config']['steps']:,}",
+        "best val loss": f"{run['best_val_loss']:.3f} (step {best:,})",
+        "whole split": f"{results['full_val_loss']:.3f} (step {scored:,})",
+    }
+
+
 if __name__ == "__main__":
     main(NAME, run, __doc__.splitlines()[0], DURATIONS)

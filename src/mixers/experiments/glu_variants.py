@@ -432,5 +432,34 @@ def run(
     }
 
 
+# -----------------------------------------------------------------------------
+# What the chapter shows of a results file, whatever its profile
+# (mixers.tables.profiles_table, mixers.plot.live_beside_committed).
+
+
+def curves(results: dict) -> dict[str, dict]:
+    """Each variant's loss curves at the first seed."""
+    seed = results["settings"]["seeds"][0]
+    return {
+        run["variant"]: run["result"]
+        for run in results["runs"]
+        if run["seed"] == seed and not run["diverged"]
+    }
+
+
+def headline(results: dict) -> dict[str, str]:
+    """Seeds, the best variant, and the gated minus ungated gap."""
+    summary = results["summary"]
+    gap = summary["gated_minus_ungated"].get("best_val_loss")
+    first = summary["ranking_by_best_val_loss"][0]
+    return {
+        "seeds": str(len(results["settings"]["seeds"])),
+        "lowest best val loss": (
+            f"{first} {summary['variants'][first]['best_val_loss_mean']:.3f}"
+        ),
+        "gated - ungated": "n/a" if gap is None else f"{gap['mean']:+.3f}",
+    }
+
+
 if __name__ == "__main__":
     main(NAME, run, __doc__.splitlines()[0], DURATIONS)

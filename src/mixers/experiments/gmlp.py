@@ -499,5 +499,23 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
     }
 
 
+# -----------------------------------------------------------------------------
+# What the chapter shows of a results file, whatever its profile
+# (mixers.tables.profiles_table, mixers.plot.live_beside_committed).
+
+
+def curves(results: dict) -> dict[str, dict]:
+    """Each arm's loss curves at its best rate."""
+    return {label: run["result"] for label, run in results["runs"].items()}
+
+
+def headline(results: dict) -> dict[str, str]:
+    """Each arm's loss on the whole validation split."""
+    return {
+        label: f"{run['full_val_loss']:.3f}"
+        for label, run in results["runs"].items()
+    }
+
+
 if __name__ == "__main__":
     main(NAME, run, __doc__.splitlines()[0], DURATIONS)

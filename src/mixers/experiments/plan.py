@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -48,6 +48,7 @@ from ..model import ModelConfig
 from ..train import (
     ASSUMED_UTILIZATION,
     T4_FLOPS,
+    Profile,
     TrainConfig,
     get_profile,
     training_flops_per_token,
@@ -263,6 +264,34 @@ def live_run(
         return module.run("gpu", progress=progress)
 
 
+def live_profile(
+    profile: Profile,
+    vocab_size: int,
+    gpu: bool | None = None,
+    seconds: float = LIVE_SECONDS,
+) -> Profile:
+    """The baseline chapter's live run, which trains a profile directly:
+    ``profile`` itself on a CPU; on a GPU its steps cut to ``seconds`` of a
+    T4 as ``live_run`` cuts an experiment's, the prediction printed."""
+    gpu = torch.cuda.is_available() if gpu is None else gpu
+    if not gpu:
+        return profile
+    from . import scaled_train  # the package imports this module's users
+
+    run = PlannedRun(ModelConfig(vocab_size=vocab_size, **profile.model),
+                     profile.train)  # fmt: skip
+    fraction, predicted = live_fraction([run], seconds)
+    train = scaled_train(asdict(profile.train), fraction)
+    print(
+        f"{train['steps']:,} of the {profile.name} profile's"
+        f" {profile.train.steps:,} steps, predicted {predicted / 60:.1f} min"
+        f" on a T4 at {ASSUMED_UTILIZATION:.0%} of its peak (a guess: no T4"
+        " has run it)",
+        flush=True,
+    )
+    return replace(profile, train=TrainConfig(**train))
+
+
 def describe(name: str, prediction: Prediction) -> str:
     """One line of ``--plan``."""
     return (
@@ -298,6 +327,7 @@ __all__ = [
     "Prediction",
     "describe",
     "live_fraction",
+    "live_profile",
     "live_run",
     "model_config",
     "planned_runs",

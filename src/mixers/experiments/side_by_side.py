@@ -914,5 +914,37 @@ def run(
     }
 
 
+# -----------------------------------------------------------------------------
+# What the chapter shows of a results file, whatever its profile
+# (mixers.tables.profiles_table, mixers.plot.live_beside_committed).
+
+
+def curves(results: dict) -> dict[str, dict]:
+    """Each pair's loss curves at its best rate and first seed."""
+    out = {}
+    for pair, row in results["summary"]["pairs"].items():
+        for run in results["runs"]:
+            if (
+                run["pair"] == pair
+                and run["lr"] == row["best_lr"]
+                and not run["diverged"]
+            ):
+                out[pair] = run["result"]
+                break
+    return out
+
+
+def headline(results: dict) -> dict[str, str]:
+    """Seeds, and the pairs ranked by their mean best validation loss."""
+    summary = results["summary"]
+    ranked = summary["ranking_by_best_val_loss"]
+    best = summary["pairs"][ranked[0]]["best_val_loss"]["mean"]
+    return {
+        "seeds": str(len(results["settings"]["seeds"])),
+        "lowest": f"{ranked[0]} {best:.3f}",
+        "order": ", ".join(ranked),
+    }
+
+
 if __name__ == "__main__":
     main(NAME, run, __doc__.splitlines()[0], DURATIONS)
