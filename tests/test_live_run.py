@@ -5,7 +5,9 @@ ones (the code path is the point, not the sizes)."""
 
 import copy
 import importlib
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +27,8 @@ from mixers.experiments.plan import (
     live_run,
 )
 from mixers.model import ModelConfig
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_cut_run_keeps_its_shape():
@@ -143,3 +147,61 @@ def test_the_baseline_live_profile_takes_its_gpu_branch_on_a_cpu(capsys):
     dataset = CharDataset.from_text(load_corpus()[:20000])
     _, result = train_module.run_profile(dataset, sized, progress=False)
     assert result.steps == [1]
+
+
+TRAINING_CHAPTERS = {
+    "baseline": "live_profile(",
+    "attention": "live_run(attention_scaling)",
+    "glu_variants": "live_run(glu_variants)",
+    "gmlp": "live_run(experiment)",
+    "alibi": "live_run(alibi_extrapolation)",
+    "side_by_side": "live_run(experiment)",
+}
+
+
+@pytest.mark.parametrize("chapter", TRAINING_CHAPTERS)
+def test_every_chapter_that_trains_has_a_gpu_branch_and_a_profile_table(
+    chapter,
+):
+    """Each chapter's live cell goes through the package's GPU branch
+    (tested above), and its committed results show a row per profile."""
+    notebook = json.loads((ROOT / "book" / f"{chapter}.ipynb").read_text())
+    code = "\n".join(
+        "".join(cell["source"])
+        for cell in notebook["cells"]
+        if cell["cell_type"] == "code"
+    )
+    assert TRAINING_CHAPTERS[chapter] in code
+    assert "profiles_table(" in code and "live_beside_committed(" in code
+    assert '.run("smoke"' not in code  # no live cell stuck on the CPU size
+
+
+def test_the_gpu_plans_rates_are_the_cpu_sweeps_carried_over():
+    """One rule (plan.carried_lr) turns each rate chosen on the cpu profile
+    into the gpu plan's, read here from the committed cpu results."""
+    from mixers.experiments import (
+        alibi_extrapolation,
+        attention_scaling,
+        glu_variants,
+        gmlp,
+        side_by_side,
+    )
+    from mixers.experiments.plan import carried_lr
+    from mixers.results import load_results
+
+    def cpu(name):
+        return load_results(name, profiles=("cpu",))
+
+    assert carried_lr(3e-3) == train_module.get_profile("gpu").train.lr
+    for module in (attention_scaling, glu_variants, alibi_extrapolation):
+        assert module.SETTINGS["gpu"]["train"]["lr"] == carried_lr(
+            cpu(module.NAME)["settings"]["train"]["lr"]
+        )
+    assert gmlp.SETTINGS["gpu"]["lrs"] == {
+        arm: (carried_lr(run["lr"]),)
+        for arm, run in cpu("gmlp")["runs"].items()
+    }
+    pairs = cpu("side_by_side")["summary"]["pairs"]
+    assert side_by_side.SETTINGS["gpu"]["lrs"] == {
+        pair: (carried_lr(row["best_lr"]),) for pair, row in pairs.items()
+    }

@@ -101,7 +101,10 @@ NAME = "alibi_extrapolation"
 DURATIONS = {
     "smoke": "seconds",
     "cpu": "about half an hour on a two-core CPU",
-    "gpu": "tens of minutes on one GPU",
+    "gpu": (
+        "a few minutes on one GPU (6 runs of 500 steps); all six at"
+        " once: python -m mixers.experiments.all --profile gpu --plan"
+    ),
 }
 
 # As in the attention_scaling experiment: small models on a CPU run about as

@@ -51,7 +51,10 @@ NAME = "attention_scaling"
 DURATIONS = {
     "smoke": "seconds",
     "cpu": "about 3 minutes on a two-core CPU",
-    "gpu": "tens of minutes on one GPU",
+    "gpu": (
+        "a few minutes on one GPU (6 runs of 500 steps); all six at"
+        " once: python -m mixers.experiments.all --profile gpu --plan"
+    ),
 }
 
 # Small models on a CPU: one intra-op thread is about as fast as two on quiet

@@ -42,7 +42,7 @@ NAME = "baseline"
 DURATIONS = {
     "smoke": "seconds",
     "cpu": "about 5 minutes on two CPU cores",
-    "gpu": "about 2 minutes on one H200 (77 s of training at 5,000 steps)",
+    "gpu": "about a minute on one H200 (77 s of training for 5,000 steps)",
 }
 SAMPLE_TOKENS = 400
 

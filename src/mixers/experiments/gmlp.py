@@ -83,7 +83,10 @@ NAME = "gmlp"
 DURATIONS = {
     "smoke": "seconds",
     "cpu": "about 50 minutes on a two-core CPU with --workers 2",
-    "gpu": "tens of minutes on one GPU",
+    "gpu": (
+        "a few minutes on one GPU (3 runs of 700 steps); all six at"
+        " once: python -m mixers.experiments.all --profile gpu --plan"
+    ),
 }
 
 # Small models on a shared CPU: one intra-op thread is about as fast as two and

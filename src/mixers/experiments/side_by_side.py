@@ -122,7 +122,10 @@ DURATIONS = {
         "about two hours on a two-core CPU (123 runs of 600 steps, two at a"
         " time)"
     ),
-    "gpu": "three to four hours on one GPU (120 runs of 2,500 steps)",
+    "gpu": (
+        "a few minutes on one GPU (8 runs of 500 steps); all six at"
+        " once: python -m mixers.experiments.all --profile gpu --plan"
+    ),
 }
 
 # One intra-op thread per run, as in the other experiments: for models this
