@@ -205,3 +205,17 @@ def test_the_gpu_plans_rates_are_the_cpu_sweeps_carried_over():
     assert side_by_side.SETTINGS["gpu"]["lrs"] == {
         pair: (carried_lr(row["best_lr"]),) for pair, row in pairs.items()
     }
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_each_experiment_shows_its_committed_results_by_profile(name):
+    from mixers.results import load_results
+    from mixers.tables import profiles_table
+
+    module = importlib.import_module(f"mixers.experiments.{name}")
+    committed = load_results(name, profiles=("cpu",))
+    assert module.curves(committed) and module.headline(committed)
+    table = profiles_table(module).data
+    assert "\n| cpu | " in table and "\n| gpu | " in table
+    if name != "baseline":  # its gpu row reads the H200 runs
+        assert "| gpu | not run yet |" in table

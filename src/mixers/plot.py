@@ -1039,7 +1039,7 @@ def live_beside_committed(
     dict}``. Returns the figure.
     """
     fig, axes = plt.subplots(
-        2, 1, figsize=(MAX_WIDTH, 6.4), sharey=True, layout="constrained"
+        2, 1, figsize=(MAX_WIDTH, 5.2), sharey=True, layout="constrained"
     )
     for ax, results, what in (
         (axes[0], live, "this run"),
@@ -1052,5 +1052,9 @@ def live_beside_committed(
             train=train,
             title=f"{what}: {prov['profile']} profile, {prov['device_type']}",
         )
-        ax.legend(fontsize="small", ncol=2)
+    # one legend: both panels draw the same runs in the same colours
+    axes[1].get_legend().remove()
+    axes[0].legend(
+        fontsize=TEXT_POINTS, ncol=2 if len(curves(live)) > 3 else 1
+    )
     return fig

@@ -437,7 +437,7 @@ def curves(results: dict) -> dict[str, dict]:
     return {
         run["scheme"]: run["result"]
         for run in results["runs"]
-        if not run["diverged"]
+        if not run.get("diverged")
     }
 
 
@@ -446,7 +446,7 @@ def headline(results: dict) -> dict[str, str]:
     longest length evaluated)."""
     out = {}
     for run in results["runs"]:
-        if run["diverged"]:
+        if run.get("diverged"):
             out[run["scheme"]] = "diverged"
             continue
         first, last = run["eval"][0]["loss"], run["eval"][-1]["loss"]

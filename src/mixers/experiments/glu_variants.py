@@ -446,7 +446,7 @@ def curves(results: dict) -> dict[str, dict]:
     return {
         run["variant"]: run["result"]
         for run in results["runs"]
-        if run["seed"] == seed and not run["diverged"]
+        if run["seed"] == seed and not run.get("diverged")
     }
 
 

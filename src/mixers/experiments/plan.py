@@ -183,9 +183,7 @@ def predict(runs: list[PlannedRun], workers: int, gpus: int = 1) -> Prediction:
 
 
 # -----------------------------------------------------------------------------
-# A chapter's live run on a reader's GPU, sized for Colab's free T4: the
-# experiment's gpu plan with its steps cut (``step_fraction``) so that its
-# FLOPs take at most ``seconds`` at ``ASSUMED_UTILIZATION`` of a T4's peak.
+# The plan's settings, which the experiments' ``gpu`` tables use.
 
 #: How a cpu-swept learning rate carries over to the gpu plan: times the
 #: ratio of the two profiles' own peak rates (1e-3, nanoGPT's for the gpu
@@ -214,6 +212,11 @@ PLAN_TRAIN = dict(
     compile=False,
 )
 
+
+# -----------------------------------------------------------------------------
+# A chapter's live run on a reader's GPU, sized for Colab's free T4: the
+# experiment's gpu plan with its steps cut (``step_fraction``) so that its
+# FLOPs take at most ``seconds`` at ``ASSUMED_UTILIZATION`` of a T4's peak.
 
 #: A live run's budget on a T4, in seconds.
 LIVE_SECONDS = 180.0

@@ -930,7 +930,7 @@ def curves(results: dict) -> dict[str, dict]:
             if (
                 run["pair"] == pair
                 and run["lr"] == row["best_lr"]
-                and not run["diverged"]
+                and not run.get("diverged")
             ):
                 out[pair] = run["result"]
                 break
