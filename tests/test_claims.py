@@ -284,7 +284,15 @@ def test_the_verdict_says_which_p_values_the_correction_keeps():
         r" correction\)",
     )
     assert [f"{p:.2g}" for p in gated] == list(quoted_gated)
+    (learned_gap,) = quoted(
+        "side_by_side",
+        r"only rotary's below learned positions with SwiGLU \((−\d\.\d+)\)"
+        r" survives",
+    )
+    mean = tests["rotary+swiglu", "attention+swiglu"]["mean_difference"]
+    assert f"{mean:.3f}".replace("-", "−") == learned_gap
     kept = dict(zip(tests, holm([t["p_t"] for t in tests.values()])))
+    assert kept["rotary+swiglu", "attention+swiglu"]
     assert not any(
         kept[f"{m}+swiglu", f"{m}+gelu"]
         for m in ("attention", "rotary", "alibi")
@@ -304,9 +312,11 @@ def test_the_seeds_a_gap_would_need():
     assert as_quoted(min(spreads.values()), low) == low
     assert as_quoted(max(spreads.values()), high) == high
     assert as_quoted(spreads["amlp", "gmlp"], amlp) == amlp
+    assert max(spreads.values()) < 0.02  # "a little above the largest here"
     numbers = quoted(
         "side_by_side",
-        r"at \$s = 0\.02\$, (\d+) seeds for a gap \$\\delta\$ of 0\.01 nats,"
+        r"at \$s = 0\.02\$, a little above the largest here, (\d+) seeds for a"
+        r" gap \$\\delta\$ of 0\.01 nats,"
         r" (\d+) for 0\.02 and (\d+) for 0\.03; at the correction's strictest"
         r" step, \$0\.05/11\$, (\d+), (\d+) and (\d+)\.",
     )
