@@ -358,3 +358,20 @@ def test_the_seeds_a_gap_would_need():
 def test_the_added_ideas_cite_entries_of_the_bibliography(chapter, keys):
     assert keys <= cited_keys(chapter)
     assert cited_keys(chapter) <= bib_keys()
+
+
+# ------------------------------------------------- where the reader was lost
+
+
+def test_the_reader_is_not_sent_to_what_is_not_there():
+    attention = prose("attention")
+    first_sdpa = attention.index("SDPA")
+    assert (
+        "scaled_dot_product_attention` (*SDPA*"
+        in attention[first_sdpa - 60 : first_sdpa + 10]
+    )
+    assert "(`_fused_attention`, below)" not in attention
+    # the blog post's masking is quoted where the chapter fixes it
+    assert "attn.data.masked_fill_(attn_mask, -float('inf'))" in attention
+    assert "attn_mask = attn_mask.eq(0)" in attention
+    assert "the listing of `lr_at` above" not in prose("baseline")
