@@ -9,9 +9,12 @@ import random
 import pytest
 
 from mixers.stats import (
+    holm,
     incomplete_beta,
     paired_test,
+    seeds_needed,
     sign_flip_p,
+    t_quantile,
     t_test_p,
 )
 
@@ -130,3 +133,64 @@ def test_a_constant_difference_has_no_t():
 def test_bad_input_is_refused_by_name(a, b, error, words):
     with pytest.raises(error, match=words):
         paired_test(a, b)
+
+
+def brute_force_holm(p_values, alpha):
+    # Holm (1979): reject H_(1), ..., H_(k-1), where k is the first sorted
+    # index with p_(k) > alpha / (m - k + 1), counting from 1
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    m = len(p_values)
+    rejected = set()
+    for rank, i in enumerate(order, start=1):
+        if p_values[i] > alpha / (m - rank + 1):
+            break
+        rejected.add(i)
+    return [i in rejected for i in range(m)]
+
+
+def test_holm_steps_down_and_stops_at_the_first_kept():
+    # thresholds for m = 4 at 5 %: 0.0125, 0.0167, 0.025, 0.05
+    assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
+    assert holm([0.01, 0.016, 0.024, 0.049]) == [True, True, True, True]
+    # 0.02 fails its threshold (0.0167), so 0.021 is kept though it would
+    # pass its own: the procedure stops at the first p it keeps
+    assert holm([0.011, 0.02, 0.021, 0.5]) == [True, False, False, False]
+    assert holm([]) == []
+    rng = random.Random(1)
+    for m in range(1, 9):
+        for _ in range(50):
+            p = [rng.random() ** 3 for _ in range(m)]
+            assert holm(p, 0.1) == brute_force_holm(p, 0.1)
+
+
+def test_holm_refuses_what_is_not_a_p_value():
+    with pytest.raises(ValueError, match="p_values must lie in"):
+        holm([0.1, 1.5])
+    with pytest.raises(TypeError, match="p_values must hold numbers"):
+        holm([0.1, "0.2"])
+    with pytest.raises(ValueError, match="alpha must lie in"):
+        holm([0.1], alpha=0.0)
+
+
+def test_t_quantile_inverts_the_p_value():
+    assert t_quantile(0.975, 2) == pytest.approx(4.302653, abs=1e-6)
+    assert t_quantile(0.975, 10**7) == pytest.approx(1.959964, abs=1e-5)
+    assert t_quantile(0.8, 10**7) == pytest.approx(0.841621, abs=1e-5)
+    for df in (1, 3, 9):
+        t = t_quantile(0.9, df)
+        assert t_test_p(t, df) == pytest.approx(0.2, abs=1e-12)
+
+
+def test_seeds_needed_matches_published_sample_sizes():
+    # a paired (one-sample) t-test, two-sided at 5 %, power 80 %: the
+    # standard tables give 34 pairs for an effect of half a standard
+    # deviation and 10 for one standard deviation
+    assert seeds_needed(sd=0.02, gap=0.01) == 34
+    assert seeds_needed(sd=0.02, gap=0.02) == 10
+    # for a small effect it tends to the normal ((1.96 + 0.84) sd / gap)^2
+    n = seeds_needed(sd=1.0, gap=0.1)
+    assert n == pytest.approx(((1.959964 + 0.841621) / 0.1) ** 2, rel=0.02)
+    # a stricter level (a correction for many tests) needs more seeds
+    assert seeds_needed(0.02, 0.01, alpha=0.05 / 11) > 34
+    with pytest.raises(ValueError, match="gap must be a positive"):
+        seeds_needed(0.02, 0.0)
