@@ -78,7 +78,7 @@ def test_baseline_says_both_references_tie_the_head_and_the_package_does_not():
     text = prose("baseline")
     assert "reused (tied weights)" not in text
     assert "self.transformer.wte.weight = self.lm_head.weight" in text
-    run = load_results("baseline")["result"]
+    run = load_results("baseline", profiles=("cpu",))["result"]
     config = run["model_config"]
     head = config["vocab_size"] * config["d_model"]
     (count,) = quoted("baseline", r"it costs \$Vd\$ = ([\d,]+) parameters")
@@ -93,7 +93,7 @@ def test_baseline_says_both_references_tie_the_head_and_the_package_does_not():
 
 
 def alibi_bench_at(length: int) -> dict:
-    rows = load_results("alibi_bench")["results"]
+    rows = load_results("alibi_bench", profiles=("cpu",))["results"]
     return next(row for row in rows if row["length"] == length)
 
 
@@ -121,7 +121,7 @@ def test_alibi_block_mask_share_of_the_kernel():
         r"block mask takes (\d+) % of the kernel call's time at 2,048 positions"
         r" on a CPU \((\d+) % of the no-bias kernel's\)",
     )
-    d = load_results("alibi_bench")["flex_diagnostics"]
+    d = load_results("alibi_bench", profiles=("cpu",))["flex_diagnostics"]
     assert d["length"] == 2048
     mask = d["create_block_mask"]["median_s"]
     assert round(100 * mask / d["kernel_with_alibi"]["median_s"]) == int(
@@ -147,10 +147,14 @@ def test_alibi_samples_say_no_more_than_one_text_can():
     assert "one text cannot say where or how often" in text
     writers = {
         run["scheme"]: run["long_generation"]
-        for run in load_results("alibi_extrapolation")["runs"]
+        for run in load_results("alibi_extrapolation", profiles=("cpu",))[
+            "runs"
+        ]
         if run["long_generation"]
     }
-    length = load_results("alibi_extrapolation")["settings"]["train_length"]
+    length = load_results("alibi_extrapolation", profiles=("cpu",))[
+        "settings"
+    ]["train_length"]
     quarters = {
         scheme: [
             sum(w["per_position"][q * length : (q + 1) * length]) / length
@@ -180,7 +184,9 @@ def test_alibi_counting_is_a_cited_conjecture():
 
 
 def test_glu_spread_is_the_largest_in_best_loss_only():
-    variants = load_results("glu_variants")["summary"]["variants"]
+    variants = load_results("glu_variants", profiles=("cpu",))["summary"][
+        "variants"
+    ]
     glu_best, relu_full, glu_full = quoted(
         "glu_variants",
         r"best validation loss has the largest spread of the eight \((\d+(?:\.\d+)?);"
@@ -203,7 +209,7 @@ def test_gmlp_lead_at_own_and_shared_rates():
         r"gMLP's lead in the tracked loss would have been (\d+(?:\.\d+)?) nats; at"
         r" each model's own rate it is (\d+(?:\.\d+)?)\.",
     )
-    sweep = load_results("gmlp")["sweep"]
+    sweep = load_results("gmlp", profiles=("cpu",))["sweep"]
 
     def tracked(arm, lr=None):
         rows = [r for r in sweep[arm] if not r["diverged"]]
@@ -233,7 +239,7 @@ def side_by_side_tests() -> dict:
     )
     listing = code.split("COMPARISONS = ", 1)[1]
     comparisons = ast.literal_eval(listing[: listing.index("]\n") + 1])
-    pairs = load_results("side_by_side")["summary"]["pairs"]
+    pairs = load_results("side_by_side", profiles=("cpu",))["summary"]["pairs"]
     tests = {}
     for first, second in comparisons:
         a, b = pairs[first]["loss_by_seed"], pairs[second]["loss_by_seed"]
