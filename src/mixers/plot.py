@@ -1030,31 +1030,40 @@ def benchmark_curves(
 def live_beside_committed(
     live: dict, committed: dict, curves, train: bool = False
 ):
-    """The live run of a chapter above its committed run, each run's
-    validation loss against the step on the same loss scale: what a reader's
-    minutes of training give beside what the book's run gave.
+    """The live run of a chapter beside its committed run, each run's
+    validation loss against the step, on one loss scale: what a reader's
+    minutes of training give next to what the book's run gave.
 
     ``live`` and ``committed`` are results of one experiment; ``curves``
     (its module's ``curves``) maps results to ``{label: TrainResult
-    dict}``. Returns the figure.
+    dict}``; ``train`` adds the training loss (dashed). Returns the figure.
     """
     fig, axes = plt.subplots(
-        2, 1, figsize=(MAX_WIDTH, 5.2), sharey=True, layout="constrained"
+        1, 2, figsize=(MAX_WIDTH, 4.0), sharey=True, layout="constrained"
     )
     for ax, results, what in (
         (axes[0], live, "this run"),
-        (axes[1], committed, "the committed run"),
+        (axes[1], committed, "committed"),
     ):
         prov = results["provenance"]
+        where = prov["device_type"].upper()
         loss_curves(
             curves(results),
             ax=ax,
             train=train,
-            title=f"{what}: {prov['profile']} profile, {prov['device_type']}",
+            title=f"{what}: {prov['profile']} on {where}",
         )
+        ax.get_legend().remove()
+        for secondary in list(ax.child_axes):  # nats only: one scale here
+            secondary.remove()
+    axes[1].set_ylabel("")
     # one legend: both panels draw the same runs in the same colours
-    axes[1].get_legend().remove()
-    axes[0].legend(
-        fontsize=TEXT_POINTS, ncol=2 if len(curves(live)) > 3 else 1
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(
+        handles,
+        [label.removesuffix(" (val)") for label in labels],
+        loc="outside lower center",
+        ncol=min(3, len(labels)),
+        fontsize=TEXT_POINTS,
     )
     return fig
