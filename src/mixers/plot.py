@@ -1039,7 +1039,7 @@ def live_beside_committed(
     dict}``; ``train`` adds the training loss (dashed). Returns the figure.
     """
     fig, axes = plt.subplots(
-        1, 2, figsize=(MAX_WIDTH, 4.0), sharey=True, layout="constrained"
+        1, 2, figsize=(MAX_WIDTH, 3.6), sharey=True, layout="constrained"
     )
     for ax, results, what in (
         (axes[0], live, "this run"),
