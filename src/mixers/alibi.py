@@ -456,7 +456,7 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
     same (``attention_bias``).
     """
 
-    BACKENDS = ("eager", "sdpa", "flex")
+    BACKENDS = ("auto", "eager", "sdpa", "flex")
 
     def __init__(
         self,
@@ -467,7 +467,7 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         causal: bool = False,
         kdim: int | None = None,
         vdim: int | None = None,
-        backend: str = "sdpa",
+        backend: str = "auto",
         scale: float | None = None,
         cpu_bf16_sdpa_in_float32: bool = True,
     ):

@@ -632,11 +632,14 @@ class MultiHeadAttention(nn.Module):
 
     Projects query ``[batch, q_len, d_model]``, key ``[batch, k_len, kdim]``
     and value ``[batch, k_len, vdim]`` with ``q_proj``, ``k_proj``, ``v_proj``
-    (as torch.nn.MultiheadAttention's ``in_proj_weight`` split in three),
+    -- the three row blocks of one ``[3 d_model, d_model]`` layer
+    ``in_proj``, torch.nn.MultiheadAttention's ``in_proj_weight``, when the
+    widths agree (state dict: ``in_proj.weight``, ``in_proj.bias``) --
     splits heads into ``[batch, n_heads, seq, d_head]``, attends, merges heads
     and applies ``out_proj``. ``backend`` (settable on the instance) picks
-    "eager" (``dot_product_attention``, which also gives the weights) or "sdpa"
-    (torch's fused kernel).
+    "eager" (``dot_product_attention``, which also gives the weights), "sdpa"
+    (torch's fused kernel) or "auto" (the default: the fastest path the call
+    allows; here the fused kernel).
 
     Arguments shared by the whole family (``AlibiMultiHeadAttention``,
     ``RotaryMultiHeadAttention``), with the same defaults:
@@ -655,7 +658,7 @@ class MultiHeadAttention(nn.Module):
     ``transform_qk`` (e.g. rotary embeddings).
     """
 
-    BACKENDS = ("eager", "sdpa")
+    BACKENDS = ("auto", "eager", "sdpa")
     # What a subclass's ``attention_bias`` guarantees, so that no pass over the
     # scores' shape is spent on it: whether it may leave a query no key (a row
     # all -inf; the SDPA path then looks for such rows), and whether, in a
@@ -674,7 +677,7 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         kdim: int | None = None,
         vdim: int | None = None,
-        backend: str = "sdpa",
+        backend: str = "auto",
         scale: float | None = None,
         cpu_bf16_sdpa_in_float32: bool = True,
     ):
@@ -759,8 +762,9 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """Hook on q ``[batch, heads, q_len, d_head]``, k ``[batch, heads,
         k_len, d_head]`` after the heads are split; query i sits at position
-        ``q_offset + i``, key j at ``k_offset + j``. Identity here; rotary
-        overrides it."""
+        ``q_offset + i``, key j at ``k_offset + j``, or, when the offsets are
+        int64 tensors ``[q_len]`` and ``[k_len]`` (a ``StaticKVCache``), at
+        the positions they hold. Identity here; rotary overrides it."""
         return q, k
 
     def forward(
