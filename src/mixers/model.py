@@ -545,17 +545,19 @@ class LanguageModel(nn.Module):
         tokens.
 
         Models that can (``decodes_with_cache``: ALiBi, rotary, attention
-        without embedded positions) decode through a ``StaticKVCache`` in
-        every block: each new token is one query against the keys kept so far,
-        and they read *past the training length*, every token so far by
-        default, or the last ``max_context`` in every layer (sliding-window
-        attention). Every token after the first is the same step on the same
-        memory (``_decoding_step``): on a GPU (``graph`` None or True) it is
-        recorded once as a CUDA graph and replayed, one launch per token
-        instead of hundreds; ``compile=True`` compiles it first
-        (``torch.compile``: fewer, fused kernels). The others read the last
-        ``block_size`` tokens (or ``max_context``, if smaller), the window
-        recomputed for every token.
+        without embedded positions) decode through a key/value cache in every
+        block: each new token is one query against the keys kept so far, and
+        they read *past the training length*, every token so far by default,
+        or the last ``max_context`` in every layer (sliding-window attention).
+        On a GPU (``graph`` None or True) the cache is a ``StaticKVCache`` and
+        every token after the first is the same step on the same memory
+        (``_decoding_step``), recorded once as a CUDA graph and replayed: one
+        launch per token instead of hundreds; ``compile=True`` compiles that
+        step first (``torch.compile``: fewer, fused kernels). On a CPU it is a
+        ``KVCache`` that grows (``graph=True`` runs the GPU's code there
+        instead, without recording). The others read the last ``block_size``
+        tokens (or ``max_context``, if smaller), the window recomputed for
+        every token.
 
         ``temperature`` (a positive finite float) divides the logits; ``top_k``
         (None, or an int in [1, vocab_size]) keeps only the k most likely
@@ -577,8 +579,12 @@ class LanguageModel(nn.Module):
             return _sample(logits, temperature, top_k, generator)
 
         if self.decodes_with_cache():
-            return self._generate_cached(
-                idx, max_new_tokens, sample, max_context, graph, compile
+            if graph or (graph is None and idx.device.type == "cuda"):
+                return self._generate_static(
+                    idx, max_new_tokens, sample, max_context, graph, compile
+                )
+            return self._generate_growing(
+                idx, max_new_tokens, sample, max_context
             )
         window = (
             self.config.block_size
@@ -590,7 +596,18 @@ class LanguageModel(nn.Module):
             idx = torch.cat([idx, next_id], dim=1)
         return idx
 
-    def _generate_cached(
+    def _generate_growing(self, idx, max_new_tokens, sample, max_context):
+        """``generate`` through a ``KVCache`` per block, grown by one key and
+        value per token: on a CPU, the fewest operations per token."""
+        caches = [KVCache(max_context) for _ in self.blocks]
+        step = idx if max_context is None else idx[:, -max_context:]
+        for _ in range(max_new_tokens):
+            next_id = sample(self._next_logits(step, caches))
+            idx = torch.cat([idx, next_id], dim=1)
+            step = next_id
+        return idx
+
+    def _generate_static(
         self, idx, max_new_tokens, sample, max_context, graph, compile
     ) -> torch.Tensor:
         """``generate`` through a ``StaticKVCache`` per block: the prompt at
