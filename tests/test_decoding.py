@@ -297,3 +297,14 @@ def test_the_flex_score_mod_is_made_once_per_offset():
         mod = layer._flex_score_mod(cpu, offset)
         expected = -slope * (5 + offset - 2)
         assert torch.allclose(mod(score, 0, h, q_idx, kv_idx), expected)
+
+
+def test_a_bf16_alibi_layer_makes_its_exact_slopes_once():
+    """A model cast to bf16 rounds its slopes buffer; the exact slopes are
+    made once per device, not copied from the host at every (recorded)
+    step."""
+    layer = AlibiMultiHeadAttention(16, 4, causal=True).to(torch.bfloat16)
+    cpu = torch.device("cpu")
+    first = layer._exact_slopes(cpu)
+    assert first.dtype == torch.float32 and layer._exact_slopes(cpu) is first
+    assert torch.equal(first, alibi.alibi_slopes(4))

@@ -510,6 +510,8 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         # score_mod and its tensors, made once rather than copied to the
         # device at every call
         self._flex_score_mods: dict = {}
+        # exact float32 slopes per device, for a model cast to bf16 or fp16
+        self._rebuilt_slopes: dict = {}
 
     def _exact_slopes(self, device) -> Tensor:
         # model.half() / .to(torch.bfloat16) also casts this buffer, rounding
@@ -517,7 +519,15 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         # recommended route, leaves the buffer float32.)
         if self.slopes.dtype in (torch.float32, torch.float64):
             return self.slopes.to(device)
-        return alibi_slopes(self.n_heads).to(device)
+        if torch.compiler.is_compiling():  # a constant of the graph
+            return alibi_slopes(self.n_heads).to(device)
+        # Made once per device: a copy from the host at every call would stop
+        # a CUDA graph from recording the call (a bf16 model decoding).
+        device = torch.device(device)
+        if device not in self._rebuilt_slopes:
+            slopes = alibi_slopes(self.n_heads).to(device)
+            self._rebuilt_slopes[device] = slopes
+        return self._rebuilt_slopes[device]
 
     # A causal ALiBi bias keeps the diagonal (no query is left with nothing to
     # read) and holds -inf above it (no causal mask is needed on top); a
