@@ -488,7 +488,8 @@ class KVCache:
     ``position`` counts the tokens seen (the position of the next one).
     ``max_context`` (None: every token) keeps only the last ``max_context``
     keys and values: sliding-window attention, each new token reading at most
-    that many.
+    that many. It grows by ``torch.cat``, the fewest operations per token on a
+    CPU; a GPU decodes with ``StaticKVCache``, written in place.
     """
 
     def __init__(self, max_context: int | None = None):

@@ -46,7 +46,7 @@ NAME = "generation"
 DURATIONS = {
     "smoke": "seconds",
     "cpu": "about two minutes on one CPU thread",
-    "gpu": "about two minutes on one GPU (compiling included)",
+    "gpu": "a few minutes on one GPU, compiling included",
 }
 MIXERS = ("attention", "alibi", "rotary")
 TARGET = 2.5  # the cache at least this many times faster, at 500 tokens

@@ -48,7 +48,7 @@ NAME = "train_step"
 DURATIONS = {
     "smoke": "seconds",
     "cpu": "about five minutes on two threads",
-    "gpu": "about two minutes on one GPU (compiling included)",
+    "gpu": "a few minutes on one GPU, compiling included",
 }
 MIXERS = ("attention", "alibi", "rotary")
 # at most this many times nanoGPT's step, per mixer: on a CPU (issue 23) and
