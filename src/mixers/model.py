@@ -649,4 +649,12 @@ class LanguageModel(nn.Module):
 
         if graph is False or token.device.type != "cuda":
             return step
-        return _record(step, caches)
+        try:
+            return _record(step, caches)
+        except RuntimeError:
+            if graph:  # asked for: say why it could not be
+                raise
+            # Left to choose (graph=None), a GPU that cannot record the step
+            # still decodes: unrecorded, as on a CPU. Recording ran nothing,
+            # and _record put the caches back before it.
+            return step
