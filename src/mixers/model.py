@@ -626,6 +626,8 @@ class LanguageModel(nn.Module):
         out[:, :start] = idx
         token = sample(self._next_logits(prompt, caches))
         out[:, start] = token[:, 0]
+        if max_new_tokens == 1:
+            return out
         step = self._decoding_step(token, caches, graph, compile)
         for i in range(start + 1, start + max_new_tokens):
             token.copy_(sample(step()))
