@@ -616,10 +616,11 @@ class LanguageModel(nn.Module):
         prompt = idx if max_context is None else idx[:, -max_context:]
         if max_new_tokens == 0:
             return idx
-        # the ring holds every token, or the window: never more
-        capacity = prompt.shape[1] + max_new_tokens
+        # The ring holds every token (rounded up to 16 slots, the alignment
+        # torch's fused GPU kernels want of a mask), or exactly the window.
+        capacity = -(-(prompt.shape[1] + max_new_tokens) // 16) * 16
         if max_context is not None:
-            capacity = min(capacity, max_context)
+            capacity = min(prompt.shape[1] + max_new_tokens, max_context)
         caches = [StaticKVCache(capacity) for _ in self.blocks]
         start = idx.shape[1]
         out = idx.new_empty(idx.shape[0], start + max_new_tokens)
