@@ -549,10 +549,11 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         Built once and kept while the calls ask for the same lengths, device,
         dtype, causality and slopes (a model at its training length asks for
         the same every step): rebuilding it cost more than the attention kernel
-        itself at L = 2048. The key holds everything the bias depends on, the
-        slopes buffer's identity and version included, so it cannot go stale.
-        Under ``torch.compile`` it is built in the graph instead, where the
-        compiler fuses it.
+        itself at L = 2048 on a CPU. The key holds everything the bias depends
+        on, the slopes buffer's identity and version included, so it cannot go
+        stale. Under ``torch.compile`` it is built in the graph instead, where
+        the compiler fuses it. At the default backend ("auto") a bias larger
+        than ``MAX_KEPT_BIAS_BYTES`` is built for the call and not kept.
         """
         device = torch.device(device)
         key = (
