@@ -308,3 +308,12 @@ def test_a_bf16_alibi_layer_makes_its_exact_slopes_once():
     first = layer._exact_slopes(cpu)
     assert first.dtype == torch.float32 and layer._exact_slopes(cpu) is first
     assert torch.equal(first, alibi.alibi_slopes(4))
+
+
+def test_adamw_is_fused_on_a_gpu_only():
+    from mixers.train import TrainConfig, make_optimizer
+
+    optimizer = make_optimizer(
+        tiny_model("attention", torch.float32), TrainConfig()
+    )
+    assert not optimizer.defaults["fused"]  # on a CPU: torch's default
