@@ -380,7 +380,9 @@ def _sample(logits, temperature, top_k, generator) -> torch.Tensor:
     """One token id per row ``[batch, 1]`` from logits ``[batch, vocab]``:
     divided by the temperature, cut to the ``top_k`` most likely, drawn from
     ``generator``."""
-    logits = logits.float() / temperature
+    logits = logits.float()
+    if temperature != 1.0:  # one kernel fewer per token
+        logits = logits / temperature
     if top_k is not None:
         kth = torch.topk(logits, top_k).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
