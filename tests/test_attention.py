@@ -283,23 +283,21 @@ def torch_mha_like(ours):
         dtype=DT,
     )
     with torch.no_grad():
-        if ref._qkv_same_embed_dim:
-            ref.in_proj_weight.copy_(
-                torch.cat(
-                    [
-                        ours.q_proj.weight,
-                        ours.k_proj.weight,
-                        ours.v_proj.weight,
-                    ]
-                )
-            )
+        # the same layout: one [3 d_model, d_model] weight when the widths
+        # agree, three matrices when they do not
+        assert ref._qkv_same_embed_dim == (ours.in_proj is not None)
+        if ours.in_proj is not None:
+            ref.in_proj_weight.copy_(ours.in_proj.weight)
+            ref.in_proj_bias.copy_(ours.in_proj.bias)
         else:
             ref.q_proj_weight.copy_(ours.q_proj.weight)
             ref.k_proj_weight.copy_(ours.k_proj.weight)
             ref.v_proj_weight.copy_(ours.v_proj.weight)
-        ref.in_proj_bias.copy_(
-            torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias])
-        )
+            ref.in_proj_bias.copy_(
+                torch.cat(
+                    [ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]
+                )
+            )
         ref.out_proj.weight.copy_(ours.out_proj.weight)
         ref.out_proj.bias.copy_(ours.out_proj.bias)
     return ref.eval()

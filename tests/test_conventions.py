@@ -304,7 +304,7 @@ def test_the_attention_family_shares_arguments_and_defaults():
         assert (
             layer.causal is False
             and layer.scale is None
-            and layer.backend == "sdpa"
+            and layer.backend == "auto"
         )
 
 

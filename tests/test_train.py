@@ -458,14 +458,14 @@ def test_weight_decay_only_on_matrices():
         "token_embedding.weight",
         "head.weight",
         "positions.table.weight",
-        "blocks.0.token_mixer.q_proj.weight",
+        "blocks.0.token_mixer.in_proj.weight",
     ):
         assert id(named[name]) in ids(decay["params"]), name
     for name in (
         "final_norm.weight",
         "final_norm.bias",
         "blocks.1.norm_1.weight",
-        "blocks.0.token_mixer.q_proj.bias",
+        "blocks.0.token_mixer.in_proj.bias",
     ):
         assert id(named[name]) in ids(no_decay["params"]), name
     assert (

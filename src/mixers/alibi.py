@@ -68,6 +68,7 @@ __all__ = [
     "AlibiMultiHeadAttention",
     "causal_block_mask",
     "as_slopes",
+    "MAX_KEPT_BIAS_BYTES",
 ]
 
 
@@ -369,18 +370,33 @@ def _run_flex(*args, **kwargs) -> Tensor:
 # row, and the padded query rows are dropped.
 FLEX_BLOCK_SIZE = 128
 
+#: The largest bias a layer at its default backend ("auto") keeps between
+#: calls, in bytes: 8 heads at L = 2,048 in bf16. At L = 4,096 the bias would
+#: be 256 MiB, at 16,384 4 GiB; past this size the kernel that computes it
+#: (flex) runs instead, on a GPU.
+MAX_KEPT_BIAS_BYTES = 64 * 2**20
+
 
 def _whole_blocks(length: int) -> int:
     """``length`` rounded up to a multiple of ``FLEX_BLOCK_SIZE``."""
     return -(-length // FLEX_BLOCK_SIZE) * FLEX_BLOCK_SIZE
 
 
+def _flex_lengths(q_len: int, k_len: int, device) -> tuple[int, int]:
+    """The lengths the flex kernel is handed: whole blocks on a CPU (see
+    ``FLEX_BLOCK_SIZE``), the lengths themselves on a GPU, whose kernel
+    handles a partial last block and needs no padded copy of q, k and v."""
+    if torch.device(device).type != "cpu":
+        return q_len, k_len
+    return _whole_blocks(q_len), _whole_blocks(k_len)
+
+
 @functools.lru_cache(maxsize=16)
 def causal_block_mask(q_len: int, k_len: int, device: torch.device):
     """FlexAttention's block mask for causal attention, query i at position
-    ``k_len - q_len + i``, over whole blocks: ``[whole_blocks(q_len),
-    whole_blocks(k_len)]``, with the padded keys (``j >= k_len``) masked for
-    every query.
+    ``k_len - q_len + i``, over the lengths ``_flex_lengths`` gives (whole
+    blocks on a CPU), with any padded key (``j >= k_len``) masked for every
+    query.
 
     Building one evaluates the mask at every (query, key) pair, a pass over a
     dense grid (``python -m mixers.bench.alibi`` times it:
@@ -393,18 +409,20 @@ def causal_block_mask(q_len: int, k_len: int, device: torch.device):
     # tensors: no recompiling per length
     offset = torch.tensor(k_len - q_len, device=device)
     keys = torch.tensor(k_len, device=device)
+    lengths = _flex_lengths(q_len, k_len, device)
 
     def causal(b, h, q_idx, kv_idx):
         return (kv_idx <= q_idx + offset) & (kv_idx < keys)
 
-    return create_block_mask(
-        causal,
-        None,
-        None,
-        _whole_blocks(q_len),
-        _whole_blocks(k_len),
-        device=device,
-    )
+    def self_causal(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx
+
+    # the kernel evaluates the mask on the diagonal's blocks: the fewest
+    # operations where no key is padded and the queries are the keys (a GPU
+    # training, or a benchmark)
+    exact = lengths == (q_len, k_len) and q_len == k_len
+    mask_mod = self_causal if exact else causal
+    return create_block_mask(mask_mod, None, None, *lengths, device=device)
 
 
 def _pad_positions(x: Tensor, length: int, value=0.0) -> Tensor:
@@ -435,6 +453,13 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
     Backends (``backend``, settable on the instance), all computing the same
     function:
 
+    - ``"auto"`` (the default): per call, ``"flex"`` on a GPU where the bias
+      would take more than ``MAX_KEPT_BIAS_BYTES`` (64 MiB: 8 heads at L =
+      2,048 in bf16) and flex can run the call (no attention dropout while
+      training), else ``"sdpa"``, which then keeps its bias only if it is no
+      larger than that (a longer one is rebuilt per call); so no layer left
+      at its default holds a bias over 64 MiB;
+
     - ``"eager"``: ``mixers.attention.dot_product_attention`` with the bias;
       returns weights;
     - ``"sdpa"``: torch's fused SDPA with the bias (and -inf for masked keys)
@@ -456,7 +481,7 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
     same (``attention_bias``).
     """
 
-    BACKENDS = ("eager", "sdpa", "flex")
+    BACKENDS = ("auto", "eager", "sdpa", "flex")
 
     def __init__(
         self,
@@ -467,7 +492,7 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         causal: bool = False,
         kdim: int | None = None,
         vdim: int | None = None,
-        backend: str = "sdpa",
+        backend: str = "auto",
         scale: float | None = None,
         cpu_bf16_sdpa_in_float32: bool = True,
     ):
@@ -488,6 +513,12 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         self._bias_cache: tuple[tuple, Tensor] | None = None
         # (what it was built for, the bias of one query at the end of R keys)
         self._ramp_cache: tuple[tuple, Tensor] | None = None
+        # what the flex kernel reads, per (device, offset, slopes): the
+        # score_mod and its tensors, made once rather than copied to the
+        # device at every call
+        self._flex_score_mods: dict = {}
+        # exact float32 slopes per device, for a model cast to bf16 or fp16
+        self._rebuilt_slopes: dict = {}
 
     def _exact_slopes(self, device) -> Tensor:
         # model.half() / .to(torch.bfloat16) also casts this buffer, rounding
@@ -495,7 +526,15 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         # recommended route, leaves the buffer float32.)
         if self.slopes.dtype in (torch.float32, torch.float64):
             return self.slopes.to(device)
-        return alibi_slopes(self.n_heads).to(device)
+        if torch.compiler.is_compiling():  # a constant of the graph
+            return alibi_slopes(self.n_heads).to(device)
+        # Made once per device: a copy from the host at every call would stop
+        # a CUDA graph from recording the call (a bf16 model decoding).
+        device = torch.device(device)
+        if device not in self._rebuilt_slopes:
+            slopes = alibi_slopes(self.n_heads).to(device)
+            self._rebuilt_slopes[device] = slopes
+        return self._rebuilt_slopes[device]
 
     # A causal ALiBi bias keeps the diagonal (no query is left with nothing to
     # read) and holds -inf above it (no causal mask is needed on top); a
@@ -510,10 +549,11 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         Built once and kept while the calls ask for the same lengths, device,
         dtype, causality and slopes (a model at its training length asks for
         the same every step): rebuilding it cost more than the attention kernel
-        itself at L = 2048. The key holds everything the bias depends on, the
-        slopes buffer's identity and version included, so it cannot go stale.
-        Under ``torch.compile`` it is built in the graph instead, where the
-        compiler fuses it.
+        itself at L = 2048 on a CPU. The key holds everything the bias depends
+        on, the slopes buffer's identity and version included, so it cannot go
+        stale. Under ``torch.compile`` it is built in the graph instead, where
+        the compiler fuses it. At the default backend ("auto") a bias larger
+        than ``MAX_KEPT_BIAS_BYTES`` is built for the call and not kept.
         """
         device = torch.device(device)
         key = (
@@ -529,6 +569,11 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
             return self._build_bias(q_len, k_len, device, dtype)
         if q_len == 1 and self.causal:
             return self._decoding_row(k_len, key[2:])
+        if (
+            self.backend == "auto"
+            and self._bias_bytes(q_len, k_len, dtype) > MAX_KEPT_BIAS_BYTES
+        ):
+            return self._build_bias(q_len, k_len, device, dtype)
         if self._bias_cache is None or self._bias_cache[0] != key:
             self._bias_cache = (
                 key,
@@ -551,6 +596,28 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
             row = self._build_bias(1, length, device, dtype)
             self._ramp_cache = ramp = (key, row)
         return ramp[1][..., ramp[1].shape[-1] - k_len :]
+
+    def _bias_bytes(self, q_len: int, k_len: int, dtype) -> int:
+        """Bytes of a ``[heads, q_len, k_len]`` bias in ``dtype``."""
+        itemsize = torch.finfo(dtype).bits // 8
+        return self.n_heads * q_len * k_len * itemsize
+
+    def position_bias(
+        self, query_positions: Tensor, key_positions: Tensor, dtype
+    ) -> Tensor:
+        """The bias from positions, ``-m_h (P_q - P_k)`` ``[heads, q_len,
+        k_len]`` with no -inf (a ``StaticKVCache``'s mask says which keys are
+        read): what a decoding step reads, whatever slot a key sits in."""
+        return alibi_bias(
+            self._exact_slopes(query_positions.device),
+            query_positions.shape[0],
+            key_positions.shape[0],
+            causal=False,
+            symmetric=not self.causal,
+            query_positions=query_positions,
+            key_positions=key_positions,
+            dtype=dtype,
+        )
 
     def _build_bias(self, q_len: int, k_len: int, device, dtype) -> Tensor:
         return alibi_bias(
@@ -579,7 +646,7 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         # query row, where a whole-block kernel would waste 127 of 128 rows);
         # only "flex" needs a path of its own, because the bias must not be
         # materialised for it.
-        if self.backend != "flex" or need_weights or cache is not None:
+        if not self._runs_flex(query, key, need_weights, cache):
             return super().forward(
                 query,
                 key,
@@ -590,6 +657,27 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
                 cache=cache,
             )
         return self._flex_forward(query, key, value, mask, token_mask)
+
+    def _runs_flex(self, query, key, need_weights, cache) -> bool:
+        """Whether this call runs the flex kernel: backend "flex", or "auto"
+        on a GPU where the bias would exceed ``MAX_KEPT_BIAS_BYTES`` and
+        nothing rules flex out (attention dropout while training)."""
+        if need_weights or cache is not None or self.backend == "eager":
+            return False
+        if self.backend != "auto":
+            return self.backend == "flex"
+        if query.device.type != "cuda" or (self.training and self.dropout):
+            return False
+        dtype = (
+            torch.get_autocast_dtype("cuda")
+            if torch.is_autocast_enabled("cuda")
+            else query.dtype
+        )
+        k_len = query.shape[1] if key is None else key.shape[1]
+        return (
+            self._bias_bytes(query.shape[1], k_len, dtype)
+            > MAX_KEPT_BIAS_BYTES
+        )
 
     def _flex_forward(self, query, key, value, mask, token_mask) -> Tensor:
         if self.training and self.dropout > 0:
@@ -621,30 +709,53 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         block_mask = self._flex_block_mask(
             mask, token_mask, (batch, heads, q_len, k_len), q.device
         )
-        # Whole blocks only (see FLEX_BLOCK_SIZE); the copies also give torch's
-        # CPU kernel each head as one contiguous [seq, d_head] block, which it
-        # reads faster than the projections' interleaved layout, by more than
-        # the copies cost.
-        q = _pad_positions(q, _whole_blocks(q_len))
-        k, v = (_pad_positions(x, _whole_blocks(k_len)) for x in (k, v))
+        # On a CPU, whole blocks only (see FLEX_BLOCK_SIZE); the copies also
+        # give torch's CPU kernel each head as one contiguous [seq, d_head]
+        # block, which it reads faster than the projections' interleaved
+        # layout, by more than the copies cost. A GPU needs neither.
+        padded_q, padded_k = _flex_lengths(q_len, k_len, q.device)
+        if (padded_q, padded_k) != (q_len, k_len) or q.device.type == "cpu":
+            q = _pad_positions(q, padded_q)
+            k, v = (_pad_positions(x, padded_k) for x in (k, v))
         scale = (
             1.0 / math.sqrt(self.d_head) if self.scale is None else self.scale
         )
         out = _run_flex(
             q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale
         )
-        return self.out_proj(self.merge_heads(out[:, :, :q_len]))
+        if padded_q != q_len:
+            out = out[:, :, :q_len]
+        return self.out_proj(self.merge_heads(out))
 
     def _flex_score_mod(self, device, q_offset: int):
         """The ALiBi bias as FlexAttention's ``score_mod``, computed inside the
         kernel from the slopes: ``-m_h (i - j)``, or ``-m_h |i - j|`` when not
         causal, query i at ``q_offset + i``.
         """
+        device = torch.device(device)
+        key = (
+            device,
+            q_offset,
+            self.causal,
+            self.slopes.data_ptr(),
+            self.slopes._version,
+        )
+        if key not in self._flex_score_mods:
+            self._flex_score_mods[key] = self._make_score_mod(device, q_offset)
+        return self._flex_score_mods[key]
+
+    def _make_score_mod(self, device, q_offset: int):
         # Tensors, not Python numbers, so that new slopes or offsets do not
-        # recompile the kernel.
+        # recompile the kernel; made once per offset (an int copied to the
+        # device at every call would make the host wait for the GPU).
         slopes = self._exact_slopes(device).float()
         offset = torch.tensor(q_offset, device=device)
-        if self.causal:
+        if self.causal and q_offset == 0:
+            # self-attention: one subtraction fewer per score
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return score - slopes[h] * (q_idx - kv_idx)
+
+        elif self.causal:
 
             def score_mod(score, b, h, q_idx, kv_idx):
                 return score - slopes[h] * (q_idx + offset - kv_idx)
@@ -667,7 +778,7 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
             return causal_block_mask(q_len, k_len, device)
         from torch.nn.attention.flex_attention import create_block_mask
 
-        padded_q, padded_k = _whole_blocks(q_len), _whole_blocks(k_len)
+        padded_q, padded_k = _flex_lengths(q_len, k_len, device)
         keys, offset = (
             torch.tensor(k_len, device=device),
             torch.tensor(k_len - q_len, device=device),

@@ -65,6 +65,8 @@ __all__ = [
     "fused_attention",
     "zero_padding",
     "KVCache",
+    "StaticKVCache",
+    "ProjectionRows",
 ]
 
 # -----------------------------------------------------------------------------
@@ -486,7 +488,8 @@ class KVCache:
     ``position`` counts the tokens seen (the position of the next one).
     ``max_context`` (None: every token) keeps only the last ``max_context``
     keys and values: sliding-window attention, each new token reading at most
-    that many.
+    that many. It grows by ``torch.cat``, the fewest operations per token on a
+    CPU; a GPU decodes with ``StaticKVCache``, written in place.
     """
 
     def __init__(self, max_context: int | None = None):
@@ -522,6 +525,105 @@ class KVCache:
         return self.k, self.v
 
 
+class StaticKVCache:
+    r"""A ``KVCache`` whose buffers are allocated once and written in place:
+    what a GPU decodes with.
+
+    ``KVCache`` grows by ``torch.cat``, a new tensor (and a copy of every key
+    so far) for every token, and its length, a Python number, changes the
+    shapes of every step. Here ``k`` and ``v`` ``[batch, heads, capacity,
+    d_head]`` are made at the first write and never reallocated; token t goes
+    to slot ``t mod capacity`` (a ring: once full, a new token overwrites the
+    oldest), and ``key_positions`` ``[capacity]`` records which position each
+    slot holds (-1: empty). The position counter is a 0-d tensor on the
+    cache's device, advanced in place. So a step reads and writes the same
+    memory, with the same shapes, whatever token it decodes: a CUDA graph
+    recorded once can replay it (``LanguageModel.generate``).
+
+    Every key read is chosen by a mask from positions, not by slicing: query
+    position :math:`p` reads slot :math:`j` when :math:`p - c < P_j \le p`,
+    with :math:`c` the capacity -- its own key and the :math:`c - 1` before
+    it (sliding-window attention once the ring is full; every token so far
+    while it is not).
+    """
+
+    def __init__(self, capacity: int):
+        self.capacity = check_positive_int("capacity", capacity)
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+        self.key_positions: Tensor | None = None
+        self.position: Tensor | None = None
+
+    def next_positions(self, n: int, device) -> Tensor:
+        """The positions ``[n]`` of the next n tokens (int64, no host read)."""
+        if n > self.capacity:
+            raise ValueError(
+                f"{n} new tokens at once exceed capacity={self.capacity}:"
+                " the first of them would lose keys they may read; feed at"
+                " most capacity tokens at a time"
+            )
+        if self.position is None:
+            self.position = torch.zeros((), dtype=torch.long, device=device)
+        return self.position + torch.arange(n, device=device)
+
+    def write(self, k: Tensor, v: Tensor, positions: Tensor):
+        """Writes the new tokens' k, v ``[batch, heads, n, d_head]`` at
+        ``positions`` (from ``next_positions``) into their slots and advances
+        the counter; returns the whole buffers ``k, v`` and the "may attend"
+        mask ``[n, capacity]`` of the new queries."""
+        if self.k is None:
+            shape = (*k.shape[:2], self.capacity, k.shape[-1])
+            self.k = k.new_zeros(shape)
+            self.v = v.new_zeros((*shape[:3], v.shape[-1]))
+            self.key_positions = torch.full(
+                (self.capacity,), -1, dtype=torch.long, device=k.device
+            )
+        slots = positions % self.capacity
+        # indexed assignment (index_put_), which torch.compile writes in place
+        self.k[:, :, slots] = k.to(self.k.dtype)
+        self.v[:, :, slots] = v.to(self.v.dtype)
+        self.key_positions[slots] = positions
+        self.position.add_(positions.shape[0])
+        held = self.key_positions[None, :]
+        query = positions[:, None]
+        attend = (held >= 0) & (held <= query) & (held > query - self.capacity)
+        return self.k, self.v, attend
+
+
+class ProjectionRows:
+    """Rows ``[index·width, (index+1)·width)`` of a fused projection ``linear``
+    as a projection of their own: ``q_proj``, ``k_proj``, ``v_proj`` of a
+    ``MultiHeadAttention`` whose ``in_proj`` holds all three. ``weight`` and
+    ``bias`` are views of its parameters (writing into them writes into
+    ``in_proj``; gradients accumulate on ``in_proj.weight``), and calling it
+    applies them: the layer's own q, k or v of an input."""
+
+    def __init__(self, linear: nn.Linear, index: int, width: int):
+        self.linear, self.rows = (
+            linear,
+            slice(index * width, (index + 1) * width),
+        )
+        self.in_features, self.out_features = linear.in_features, width
+
+    @property
+    def weight(self) -> Tensor:
+        return self.linear.weight[self.rows]
+
+    @property
+    def bias(self) -> Tensor | None:
+        bias = self.linear.bias
+        return None if bias is None else bias[self.rows]
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def __repr__(self) -> str:
+        return (
+            f"ProjectionRows(rows {self.rows.start}:{self.rows.stop} of"
+            f" {self.linear})"
+        )
+
+
 # -----------------------------------------------------------------------------
 # Multi-head attention, the token mixer of the book's language model.
 
@@ -532,11 +634,14 @@ class MultiHeadAttention(nn.Module):
 
     Projects query ``[batch, q_len, d_model]``, key ``[batch, k_len, kdim]``
     and value ``[batch, k_len, vdim]`` with ``q_proj``, ``k_proj``, ``v_proj``
-    (as torch.nn.MultiheadAttention's ``in_proj_weight`` split in three),
+    -- the three row blocks of one ``[3 d_model, d_model]`` layer
+    ``in_proj``, torch.nn.MultiheadAttention's ``in_proj_weight``, when the
+    widths agree (state dict: ``in_proj.weight``, ``in_proj.bias``) --
     splits heads into ``[batch, n_heads, seq, d_head]``, attends, merges heads
     and applies ``out_proj``. ``backend`` (settable on the instance) picks
-    "eager" (``dot_product_attention``, which also gives the weights) or "sdpa"
-    (torch's fused kernel).
+    "eager" (``dot_product_attention``, which also gives the weights), "sdpa"
+    (torch's fused kernel) or "auto" (the default: the fastest path the call
+    allows; here the fused kernel).
 
     Arguments shared by the whole family (``AlibiMultiHeadAttention``,
     ``RotaryMultiHeadAttention``), with the same defaults:
@@ -555,7 +660,7 @@ class MultiHeadAttention(nn.Module):
     ``transform_qk`` (e.g. rotary embeddings).
     """
 
-    BACKENDS = ("eager", "sdpa")
+    BACKENDS = ("auto", "eager", "sdpa")
     # What a subclass's ``attention_bias`` guarantees, so that no pass over the
     # scores' shape is spent on it: whether it may leave a query no key (a row
     # all -inf; the SDPA path then looks for such rows), and whether, in a
@@ -574,7 +679,7 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         kdim: int | None = None,
         vdim: int | None = None,
-        backend: str = "sdpa",
+        backend: str = "auto",
         scale: float | None = None,
         cpu_bf16_sdpa_in_float32: bool = True,
     ):
@@ -603,11 +708,34 @@ class MultiHeadAttention(nn.Module):
         )
         self.scale = check_scale(scale)
         self.cpu_bf16_sdpa_in_float32 = bool(cpu_bf16_sdpa_in_float32)
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(self.kdim, d_model, bias=bias)
-        self.v_proj = nn.Linear(self.vdim, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        for layer in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+        self._make_projections(bias)
+
+    def _make_projections(self, bias: bool) -> None:
+        """q, k and v as one product when they share their input width, as
+        nanoGPT's ``c_attn`` and torch's ``in_proj_weight``: ``in_proj``, a
+        ``[3 d_model, d_model]`` weight whose rows are W_q, W_k, W_v. One
+        product instead of three is one kernel (and one cast under autocast)
+        instead of three, forward and backward. ``q_proj``, ``k_proj`` and
+        ``v_proj`` are then views of its rows (``ProjectionRows``), which hold
+        no parameters of their own; with other widths (``kdim``, ``vdim``) they
+        are three layers, and ``in_proj`` is None. Each block of rows starts
+        as one ``[d_model, d_model]`` layer would (Xavier), in the order the
+        three layers drew theirs.
+        """
+        d = self.d_model
+        fused = self.kdim == d and self.vdim == d
+        if fused:
+            self.in_proj = nn.Linear(d, 3 * d, bias=bias)
+            parts = [ProjectionRows(self.in_proj, i, d) for i in range(3)]
+        else:
+            self.in_proj = None
+            parts = [
+                nn.Linear(width, d, bias=bias)
+                for width in (d, self.kdim, self.vdim)
+            ]
+        self.q_proj, self.k_proj, self.v_proj = parts
+        self.out_proj = nn.Linear(d, d, bias=bias)
+        for layer in (*parts, self.out_proj):
             nn.init.xavier_uniform_(layer.weight)
             if bias:
                 nn.init.zeros_(layer.bias)
@@ -636,8 +764,9 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """Hook on q ``[batch, heads, q_len, d_head]``, k ``[batch, heads,
         k_len, d_head]`` after the heads are split; query i sits at position
-        ``q_offset + i``, key j at ``k_offset + j``. Identity here; rotary
-        overrides it."""
+        ``q_offset + i``, key j at ``k_offset + j``, or, when the offsets are
+        int64 tensors ``[q_len]`` and ``[k_len]`` (a ``StaticKVCache``), at
+        the positions they hold. Identity here; rotary overrides it."""
         return q, k
 
     def forward(
@@ -676,34 +805,56 @@ class MultiHeadAttention(nn.Module):
                 query, key, value, mask, token_mask, cache
             )
         q_len, k_len = q.shape[-2], k.shape[-2]
-        bias = self.attention_bias(q_len, k_len, q.device, q.dtype)
-        if bias is not None:
-            _check_bias(bias, (q.shape[0], self.n_heads, q_len, k_len))
-        out, weights = self._attend(q, k, v, attend, bias, need_weights)
+        if isinstance(cache, StaticKVCache):
+            # the mask already says which slot each query reads
+            attend, query_positions, key_positions = attend
+            bias = self.position_bias(query_positions, key_positions, q.dtype)
+            out, weights = self._attend(
+                q, k, v, attend, bias, need_weights, causal=False
+            )
+        else:
+            bias = self.attention_bias(q_len, k_len, q.device, q.dtype)
+            if bias is not None:
+                _check_bias(bias, (q.shape[0], self.n_heads, q_len, k_len))
+            out, weights = self._attend(q, k, v, attend, bias, need_weights)
         out = self.out_proj(self.merge_heads(out))
         return (out, weights) if need_weights else out
 
-    def _attend(self, q, k, v, attend, bias, need_weights):
+    def position_bias(
+        self, query_positions: Tensor, key_positions: Tensor, dtype
+    ) -> Tensor | None:
+        """``attention_bias`` from positions (``[q_len]``, ``[k_len]``, int64
+        tensors) rather than lengths: a ``StaticKVCache``'s keys sit in slots
+        whose positions only the cache knows. None here; ALiBi overrides
+        it."""
+        return None
+
+    def _attend(self, q, k, v, attend, bias, need_weights, causal=None):
         """The heads' attention, ``(out [batch, heads, q_len, d_head],
         weights or None)``, on the path the call allows: eager (the weights are
         asked for, or backend "eager"); the fused kernel told only
         ``is_causal`` (causality is the only mask); else the fused kernel with
-        the mask and bias (``_fused_attention``)."""
+        the mask and bias (``_fused_attention``). ``causal=False``: ``attend``
+        already holds causality (a ``StaticKVCache``'s mask), and every query
+        reads at least its own key."""
         q_len, k_len = q.shape[-2], k.shape[-2]
         dropout_p = self.dropout if self.training else 0.0
         eager = need_weights or self.backend == "eager"
+        positional = causal is False
+        causal = self.causal if causal is None else causal
         # Nothing but causality: the fused kernel skips the future without
         # reading a mask. (is_causal aligns the mask top-left, which matches
         # ours only when q_len == k_len.)
         is_causal = (
             not eager
-            and self.causal
+            and causal
             and attend is None
             and bias is None
             and q_len == k_len
         )
-        if not is_causal and not (bias is not None and self.bias_masks_future):
-            attend = self._with_causal(attend, q_len, k_len, q.device)
+        if not positional and not is_causal:
+            if not (bias is not None and self.bias_masks_future):
+                attend = self._with_causal(attend, q_len, k_len, q.device)
         if eager:
             return dot_product_attention(
                 q, k, v, attend, bias, self.scale, dropout_p
@@ -728,7 +879,8 @@ class MultiHeadAttention(nn.Module):
             dropout_p,
             self.scale,
             self.cpu_bf16_sdpa_in_float32,
-            may_empty_rows=attend is not None or self.bias_may_empty_rows,
+            may_empty_rows=not positional
+            and (attend is not None or self.bias_may_empty_rows),
         )
         return out, None
 
@@ -761,11 +913,30 @@ class MultiHeadAttention(nn.Module):
             )
             query = zeroed_key if self_attention else query
             key = zeroed_key
-        q = self.split_heads(self.q_proj(query))
-        k = self.split_heads(self.k_proj(key))
-        v = self.split_heads(self.v_proj(value))
+        q, k, v = (
+            self.split_heads(x)
+            for x in self.project_qkv(query, key, value, self_attention)
+        )
         q, k = self.transform_qk(q, k, q_offset=k_len - q_len)
         return q, k, v, attend
+
+    def project_qkv(self, query, key, value, self_attention: bool = False):
+        """q, k, v ``[batch, seq, d_model]`` of the inputs. With ``in_proj``,
+        self-attention is one product whose output splits into three (views,
+        no copy), as nanoGPT's; a separate key and value read their own rows
+        of the same weight (two products, or one when value is key)."""
+        if self.in_proj is None:
+            return self.q_proj(query), self.k_proj(key), self.v_proj(value)
+        if self_attention:
+            return self.in_proj(query).split(self.d_model, dim=-1)
+        weight, bias = self.in_proj.weight, self.in_proj.bias
+        d = self.d_model
+        q = self.q_proj(query)
+        if value is key:
+            kv_bias = None if bias is None else bias[d:]
+            k, v = F.linear(key, weight[d:], kv_bias).split(d, dim=-1)
+            return q, k, v
+        return q, self.k_proj(key), self.v_proj(value)
 
     def _project_cached(
         self, query, key, value, mask, token_mask, cache: KVCache
@@ -775,7 +946,7 @@ class MultiHeadAttention(nn.Module):
         cache, and every key it holds is returned (the new tokens are its last
         keys: ``q_offset = k_len - q_len`` holds).
         """
-        if not isinstance(cache, KVCache):
+        if not isinstance(cache, (KVCache, StaticKVCache)):
             raise TypeError(
                 "cache must be a mixers.attention.KVCache, got"
                 f" {type(cache).__name__}"
@@ -798,9 +969,16 @@ class MultiHeadAttention(nn.Module):
             ndim=3,
             width=self.d_model,
         )
-        q = self.split_heads(self.q_proj(query))
-        k = self.split_heads(self.k_proj(query))
-        v = self.split_heads(self.v_proj(query))
+        q, k, v = (
+            self.split_heads(x)
+            for x in self.project_qkv(query, query, query, True)
+        )
+        if isinstance(cache, StaticKVCache):
+            # positions as a tensor: the same step for every token
+            positions = cache.next_positions(q.shape[-2], q.device)
+            q, k = self.transform_qk(q, k, positions, positions)
+            k, v, attend = cache.write(k, v, positions)
+            return q, k, v, (attend, positions, cache.key_positions)
         q, k = self.transform_qk(
             q, k, q_offset=cache.position, k_offset=cache.position
         )
@@ -886,8 +1064,9 @@ def _fused_attention(
     Kernels differ on a query that may attend to nothing (some give NaN, and
     NaN in the backward pass). So such rows attend to every key inside the
     kernel, and their output is zeroed after; ``may_empty_rows=False`` (a bias
-    alone that never empties a row, as ALiBi's) skips the two passes over the
-    scores' shape that finding them costs. The mask goes in as 4-D ``[batch|1,
+    alone that never empties a row, as ALiBi's, or a ``StaticKVCache``'s mask,
+    where every query reads its own key) skips the two passes over the scores'
+    shape that finding them costs. The mask goes in as 4-D ``[batch|1,
     heads|1, q_len, k_len]``: torch's fused CPU kernel refuses a 3-D one and
     falls back to its unfused path (5.9x slower than causal attention at L =
     2048, against 1.8x).
@@ -900,7 +1079,9 @@ def _fused_attention(
     if attend is None and bias is None:
         return fused_attention(q, k, v, **options)
     empty_rows = None
-    if bias is None:
+    if bias is None and not may_empty_rows:
+        attn_mask = attend
+    elif bias is None:
         empty_rows = ~attend.any(dim=-1, keepdim=True)
         attn_mask = attend | empty_rows
     else:

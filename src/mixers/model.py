@@ -47,7 +47,7 @@ from ._checks import (
     check_token_ids,
 )
 from .alibi import AlibiMultiHeadAttention
-from .attention import KVCache, MultiHeadAttention
+from .attention import KVCache, MultiHeadAttention, StaticKVCache
 from .feed_forward import VARIANTS, feed_forward_variant
 from .gmlp import GatedMLP
 from .positions import (
@@ -376,6 +376,53 @@ class Block(nn.Module):
         return x
 
 
+def _sample(logits, temperature, top_k, generator) -> torch.Tensor:
+    """One token id per row ``[batch, 1]`` from logits ``[batch, vocab]``:
+    divided by the temperature, cut to the ``top_k`` most likely, drawn from
+    ``generator``."""
+    logits = logits.float()
+    if temperature != 1.0:  # one kernel fewer per token
+        logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, top_k).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+
+
+def _record(step, caches: list[StaticKVCache]):
+    """``step`` recorded as a CUDA graph: a function that replays it and
+    returns its logits (the same tensor every time, overwritten by each
+    replay).
+
+    Recording runs nothing, but the warm-up calls before it do (the first
+    compiles a compiled step): they write a key and value and advance every
+    cache, so the caches are put back as they were before the first replay.
+    """
+    saved = [[t.clone() for t in _cache_tensors(c)] for c in caches]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    for cache, state in zip(caches, saved):
+        for now, before in zip(_cache_tensors(cache), state):
+            now.copy_(before)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        logits = step()
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return logits
+
+    return replay
+
+
+def _cache_tensors(cache: StaticKVCache) -> list[torch.Tensor]:
+    return [cache.k, cache.v, cache.key_positions, cache.position]
+
+
 class LanguageModel(nn.Module):
     """A decoder-only character language model built from ``Block`` layers.
 
@@ -493,21 +540,31 @@ class LanguageModel(nn.Module):
         top_k: int | None = None,
         generator: torch.Generator | None = None,
         max_context: int | None = None,
+        graph: bool | None = None,
+        compile: bool = False,
     ) -> torch.Tensor:
         """Extend ``idx`` ``[batch, seq]`` by ``max_new_tokens`` sampled
         tokens.
 
         Models that can (``decodes_with_cache``: ALiBi, rotary, attention
-        without embedded positions) decode through a ``KVCache`` in every
+        without embedded positions) decode through a key/value cache in every
         block: each new token is one query against the keys kept so far, and
-        they read *past the training length*, every token so far by default, or
-        the last ``max_context`` in every layer (sliding-window attention). The
-        others read the last ``block_size`` tokens (or ``max_context``, if
-        smaller), the window recomputed for every token.
+        they read *past the training length*, every token so far by default,
+        or the last ``max_context`` in every layer (sliding-window attention).
+        On a GPU (``graph`` None or True) the cache is a ``StaticKVCache`` and
+        every token after the first is the same step on the same memory
+        (``_decoding_step``), recorded once as a CUDA graph and replayed: one
+        launch per token instead of hundreds; ``compile=True`` compiles that
+        step first (``torch.compile``: fewer, fused kernels). On a CPU it is a
+        ``KVCache`` that grows (``graph=True`` runs the GPU's code there
+        instead, without recording). The others read the last ``block_size``
+        tokens (or ``max_context``, if smaller), the window recomputed for
+        every token.
 
         ``temperature`` (a positive finite float) divides the logits; ``top_k``
         (None, or an int in [1, vocab_size]) keeps only the k most likely
-        characters. ``max_new_tokens`` is an int >= 0.
+        characters. ``max_new_tokens`` is an int >= 0. Sampling draws from
+        ``generator`` as before: the same seed writes the same tokens.
         """
         check_token_ids(idx, "idx", self.config.vocab_size)
         check_non_negative_int("max_new_tokens", max_new_tokens)
@@ -516,26 +573,93 @@ class LanguageModel(nn.Module):
             check_int_in("top_k", top_k, 1, self.config.vocab_size)
         if max_context is not None:
             check_positive_int("max_context", max_context)
+        if graph is not None:
+            check_bool("graph", graph)
+        check_bool("compile", compile)
+
+        def sample(logits: torch.Tensor) -> torch.Tensor:
+            return _sample(logits, temperature, top_k, generator)
+
         if self.decodes_with_cache():
-            caches = [KVCache(max_context) for _ in self.blocks]
-            # the prompt, at once
-            step = idx[:, -max_context:] if max_context is not None else idx
-        else:
-            window = (
-                self.config.block_size
-                if max_context is None
-                else min(max_context, self.config.block_size)
+            if graph or (graph is None and idx.device.type == "cuda"):
+                return self._generate_static(
+                    idx, max_new_tokens, sample, max_context, graph, compile
+                )
+            return self._generate_growing(
+                idx, max_new_tokens, sample, max_context
             )
-            caches = None
+        window = (
+            self.config.block_size
+            if max_context is None
+            else min(max_context, self.config.block_size)
+        )
         for _ in range(max_new_tokens):
-            context = step if caches is not None else idx[:, -window:]
-            logits = self._next_logits(context, caches).float() / temperature
-            if top_k is not None:
-                kth = torch.topk(logits, top_k).values[:, -1:]
-                logits = logits.masked_fill(logits < kth, float("-inf"))
-            next_id = torch.multinomial(
-                F.softmax(logits, dim=-1), 1, generator=generator
-            )
+            next_id = sample(self._next_logits(idx[:, -window:], None))
+            idx = torch.cat([idx, next_id], dim=1)
+        return idx
+
+    def _generate_growing(self, idx, max_new_tokens, sample, max_context):
+        """``generate`` through a ``KVCache`` per block, grown by one key and
+        value per token: on a CPU, the fewest operations per token."""
+        caches = [KVCache(max_context) for _ in self.blocks]
+        step = idx if max_context is None else idx[:, -max_context:]
+        for _ in range(max_new_tokens):
+            next_id = sample(self._next_logits(step, caches))
             idx = torch.cat([idx, next_id], dim=1)
             step = next_id
         return idx
+
+    def _generate_static(
+        self, idx, max_new_tokens, sample, max_context, graph, compile
+    ) -> torch.Tensor:
+        """``generate`` through a ``StaticKVCache`` per block: the prompt at
+        once, then one ``_decoding_step`` per token, every token written into
+        one preallocated output."""
+        prompt = idx if max_context is None else idx[:, -max_context:]
+        if max_new_tokens == 0:
+            return idx
+        # The ring holds every token (rounded up to 16 slots, the alignment
+        # torch's fused GPU kernels want of a mask), or exactly the window.
+        capacity = -(-(prompt.shape[1] + max_new_tokens) // 16) * 16
+        if max_context is not None:
+            capacity = min(prompt.shape[1] + max_new_tokens, max_context)
+        caches = [StaticKVCache(capacity) for _ in self.blocks]
+        start = idx.shape[1]
+        out = idx.new_empty(idx.shape[0], start + max_new_tokens)
+        out[:, :start] = idx
+        token = sample(self._next_logits(prompt, caches))
+        out[:, start] = token[:, 0]
+        if max_new_tokens == 1:
+            return out
+        step = self._decoding_step(token, caches, graph, compile)
+        for i in range(start + 1, start + max_new_tokens):
+            token.copy_(sample(step()))
+            out[:, i] = token[:, 0]
+        return out
+
+    def _decoding_step(self, token, caches, graph, compile):
+        """A function of no arguments: the logits after ``token`` (``[batch,
+        1]``, read where it lies; the caller writes each new token into it),
+        its key and value written into ``caches``. Nothing in it reads a
+        number back to the host or changes shape from token to token, so on
+        a GPU it is recorded once as a CUDA graph (``_record``) and each call
+        replays it. On a CPU, or with ``graph=False``, it runs as it is: the
+        same code, which the tests check on a CPU."""
+        next_logits = self._next_logits
+        if compile:
+            next_logits = torch.compile(next_logits, dynamic=False)
+
+        def step() -> torch.Tensor:
+            return next_logits(token, caches)
+
+        if graph is False or token.device.type != "cuda":
+            return step
+        try:
+            return _record(step, caches)
+        except RuntimeError:
+            if graph:  # asked for: say why it could not be
+                raise
+            # Left to choose (graph=None), a GPU that cannot record the step
+            # still decodes: unrecorded, as on a CPU. Recording ran nothing,
+            # and _record put the caches back before it.
+            return step

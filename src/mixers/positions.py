@@ -325,7 +325,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         causal: bool = False,
         kdim: int | None = None,
         vdim: int | None = None,
-        backend: str = "sdpa",
+        backend: str = "auto",
         scale: float | None = None,
         cpu_bf16_sdpa_in_float32: bool = True,
         base: float = 10000.0,
@@ -360,6 +360,9 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         device and dtype, and rebuilt (twice as long) when a call reaches past
         them, so that training (the same positions every step) and decoding
         (one more position per token) build them once or a few times."""
+        # a tensor: the positions themselves (a StaticKVCache's), any values
+        if isinstance(start, Tensor):
+            return (*rotary_tables(start, self.d_head, self.base, dtype), None)
         key, end = (torch.device(device), dtype), start + length
         if torch.compiler.is_compiling():  # built in the graph, fused there
             positions = torch.arange(start, end, device=device)

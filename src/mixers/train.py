@@ -324,7 +324,12 @@ def make_optimizer(
         {"params": decay, "weight_decay": config.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas)
+    # On a GPU, fused AdamW: one kernel updates every parameter, where the
+    # default launches several per parameter (issue 31)
+    fused = bool(decay) and all(p.is_cuda for p in decay + no_decay)
+    return torch.optim.AdamW(
+        groups, lr=config.lr, betas=config.betas, fused=fused or None
+    )
 
 
 def cpu_has_bf16() -> bool:

@@ -129,10 +129,14 @@ SETTINGS = {
 
 
 def _without_projections(layer: MultiHeadAttention) -> MultiHeadAttention:
-    """The layer with q/k/v/out projections replaced by identities: its forward
-    is attention alone."""
-    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
-        setattr(layer, name, nn.Identity())
+    """The layer with its q/k/v and out projections replaced by identities: its
+    forward is attention alone."""
+
+    def inputs_as_they_are(query, key, value, self_attention=False):
+        return query, key, value
+
+    layer.project_qkv = inputs_as_they_are
+    layer.out_proj = nn.Identity()
     return layer
 
 
@@ -376,14 +380,11 @@ def flex_diagnostics(
     # and, as the layer does on a CPU, each in a contiguous layout
     if device.type == "cpu":
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    slopes, offset = layer.slopes, torch.tensor(0, device=device)
-
     # the layer's, for a causal self-attention call
-    def score_mod(score, b, h, q_idx, kv_idx):
-        return score - slopes[h] * (q_idx + offset - kv_idx)
+    score_mod = layer._flex_score_mod(device, 0)
 
     def causal(b, h, q_idx, kv_idx):
-        return kv_idx <= q_idx + offset
+        return kv_idx <= q_idx
 
     block_mask = create_block_mask(
         causal, None, None, length, length, device=device
@@ -588,11 +589,120 @@ def _run(
                 f" {shape['d_head']}:\n" + format_row(row),
                 flush=True,
             )
-    return {
+    out = {
         "results": results,
         "flex_diagnostics": diagnostics,
         "extra_shapes": extra,
+        "default_backend_kept_bias_bytes": kept_by_default(
+            settings, device, dtype
+        ),
     }
+    out["targets"] = against_targets(out)
+    if progress:
+        print("\n".join(target_lines(out["targets"])), flush=True)
+    return out
+
+
+# Issue 31's targets on a GPU: the flex layer within 1.1x its kernel, its
+# score_mod within 1.2x the kernel with no bias, flex forward within 1.6x the
+# causal floor at the longest length (4,096), and no bias over 64 MiB kept by
+# a layer at its default backend.
+TARGETS = {
+    "flex_layer_vs_kernel": 1.1,
+    "score_mod_vs_no_bias": 1.2,
+    "flex_forward_vs_causal_floor": 1.6,
+    "default_backend_kept_bias_mib": 64.0,
+}
+
+
+def kept_by_default(settings: dict, device, dtype) -> dict:
+    """Bytes of the bias a layer at its default backend ("auto") keeps after a
+    forward call at each length (0: none), as it would run in a model."""
+    layer = _without_projections(
+        AlibiMultiHeadAttention(
+            settings["heads"] * settings["d_head"],
+            settings["heads"],
+            causal=True,
+        )
+    )
+    layer.to(device).eval()
+    kept = {}
+    for length in settings["lengths"]:
+        x = torch.zeros(
+            settings["batch"],
+            length,
+            settings["heads"] * settings["d_head"],
+            device=device,
+            dtype=dtype,
+        )
+        layer._bias_cache = None
+        with torch.no_grad():
+            layer(x)
+        bias = layer._bias_cache
+        kept[length] = (
+            0 if bias is None else bias[1].numel() * bias[1].element_size()
+        )
+    return kept
+
+
+def against_targets(out: dict) -> dict:
+    """Each target's measured figure (None where it was not measured)."""
+    diagnostics = out.get("flex_diagnostics") or {}
+
+    def median(name):
+        return diagnostics.get(name, {}).get("median_s")
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    longest = out["results"][-1]
+    floor = longest["time_vs_causal_floor"]["forward"].get("flex")
+    kept = out["default_backend_kept_bias_bytes"]
+    return {
+        "flex_layer_vs_kernel": ratio(
+            median("layer"), median("kernel_with_alibi")
+        ),
+        "score_mod_vs_no_bias": ratio(
+            median("kernel_with_alibi"), median("kernel_without_bias")
+        ),
+        "flex_forward_vs_causal_floor": floor,
+        "length": longest["length"],
+        "default_backend_kept_bias_mib": max(kept.values()) / 2**20,
+    }
+
+
+def target_lines(measured: dict) -> list[str]:
+    """Each target beside its figure, e.g. "flex layer: 1.05x its kernel
+    (target <= 1.10x, met)"."""
+    wording = {
+        "flex_layer_vs_kernel": "flex layer: {:.2f}x its kernel",
+        "score_mod_vs_no_bias": (
+            "ALiBi score_mod: {:.2f}x the kernel without a bias"
+        ),
+        "flex_forward_vs_causal_floor": (
+            f"flex forward at L = {measured['length']}:"
+            " {:.2f}x the causal floor"
+        ),
+        "default_backend_kept_bias_mib": (
+            "largest bias kept by the default backend: {:.1f} MiB"
+        ),
+    }
+    lines = []
+    for name, goal in TARGETS.items():
+        value = measured[name]
+        unit = " MiB" if name.endswith("_mib") else "x"
+        if value is None:
+            lines.append(
+                wording[name].split(":")[0]
+                + f": not measured (target <= {goal:.2f}{unit})"
+            )
+            continue
+        verdict = "met" if value <= goal else "missed"
+        lines.append(
+            wording[name].format(value)
+            + f" (target <= {goal:.2f}{unit}, {verdict})"
+        )
+    return lines
 
 
 def format_row(row: dict) -> str:

@@ -188,9 +188,8 @@ def diagnostics(
             out["softmax_jacobian"].append(
                 (p2 - 2 * p3 + p2.square()).clamp_min(0).sqrt().mean().item()
             )
-            grads = [
-                p.grad for p in (layer.q_proj.weight, layer.k_proj.weight)
-            ]
+            # W_q and W_k: the first two thirds of the fused projection
+            grads = [layer.in_proj.weight.grad[: 2 * layer.d_model]]
             out["qk_grad_norm"].append(
                 math.sqrt(sum(g.float().square().sum().item() for g in grads))
             )

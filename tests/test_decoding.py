@@ -1,0 +1,319 @@
+"""The GPU's code paths, checked on a CPU (issue 31): q, k and v from one product, the static
+key/value cache and the decoding step a CUDA graph replays, each against a float64 reference; and
+ALiBi's choice of backend on a GPU."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from mixers import alibi
+from mixers.alibi import AlibiMultiHeadAttention
+from mixers.attention import (
+    MultiHeadAttention,
+    ProjectionRows,
+    StaticKVCache,
+)
+from mixers.bench.generation import generate_without_cache
+from mixers.model import LanguageModel, ModelConfig
+from mixers.positions import RotaryMultiHeadAttention
+
+DT = torch.float64
+LAYERS = {
+    "attention": MultiHeadAttention,
+    "alibi": AlibiMultiHeadAttention,
+    "rotary": RotaryMultiHeadAttention,
+}
+
+
+def make_layer(kind, backend="auto"):
+    torch.manual_seed(0)
+    layer = LAYERS[kind](16, 4, causal=True, backend=backend)
+    return layer.to(DT).eval()
+
+
+def tiny_model(mixer, dtype=DT, n_layers=2):
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=65,
+        block_size=16,
+        d_model=32,
+        n_layers=n_layers,
+        n_heads=4,
+        token_mixer=mixer,
+        positions="none",
+        dropout=0.0,
+    )
+    return LanguageModel(config).to(dtype).eval()
+
+
+# -----------------------------------------------------------------------------
+# q, k and v from one [3 d_model, d_model] weight
+
+
+def test_self_attention_projects_q_k_and_v_with_one_product():
+    layer = MultiHeadAttention(16, 4)
+    assert tuple(layer.in_proj.weight.shape) == (48, 16)
+    assert set(layer.state_dict()) == {
+        "in_proj.weight",
+        "in_proj.bias",
+        "out_proj.weight",
+        "out_proj.bias",
+    }
+    assert isinstance(layer.q_proj, ProjectionRows)
+    # views of its rows, not copies
+    rows = layer.in_proj.weight[16:32]
+    assert layer.k_proj.weight.data_ptr() == rows.data_ptr()
+    calls = []
+    layer.in_proj.register_forward_hook(lambda *args: calls.append(1))
+    layer(torch.randn(2, 5, 16))
+    assert len(calls) == 1
+
+
+def test_the_fused_projection_equals_three_float64_products():
+    torch.manual_seed(1)
+    layer = MultiHeadAttention(16, 4).to(DT)
+    with torch.no_grad():
+        layer.in_proj.bias.normal_()
+    x, memory, other = (torch.randn(2, n, 16, dtype=DT) for n in (5, 7, 7))
+    weight, bias = layer.in_proj.weight, layer.in_proj.bias
+
+    def rows(t, i):
+        return (
+            t @ weight[16 * i : 16 * (i + 1)].T + bias[16 * i : 16 * (i + 1)]
+        )
+
+    cases = [
+        ((x, x, x, True), (x, x, x)),
+        ((x, memory, memory), (x, memory, memory)),
+        ((x, memory, other), (x, memory, other)),
+    ]
+    for arguments, inputs in cases:
+        got = layer.project_qkv(*arguments)
+        for i, (mine, t) in enumerate(zip(got, inputs)):
+            assert torch.allclose(mine, rows(t, i), rtol=0, atol=1e-13)
+
+
+def test_gradients_reach_the_fused_weight_through_its_views():
+    layer = MultiHeadAttention(16, 4)
+    x = torch.randn(2, 5, 16)
+    layer.q_proj(x).sum().backward()
+    grad = layer.in_proj.weight.grad
+    assert grad[:16].abs().sum() > 0 and not grad[16:].any()
+
+
+def test_other_input_widths_keep_three_layers():
+    layer = MultiHeadAttention(16, 4, kdim=6, vdim=10)
+    assert layer.in_proj is None
+    assert all(
+        isinstance(p, nn.Linear)
+        for p in (layer.q_proj, layer.k_proj, layer.v_proj)
+    )
+
+
+# -----------------------------------------------------------------------------
+# The static cache
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+def test_a_static_cache_decodes_the_full_pass(kind, backend):
+    layer = make_layer(kind, backend)
+    x = torch.randn(2, 12, 16, dtype=DT)
+    with torch.no_grad():
+        full = layer(x)
+        cache = StaticKVCache(16)
+        outs = [layer(x[:, :5], cache=cache)]  # the prompt at once
+        memory = cache.k.data_ptr(), cache.v.data_ptr()
+        for t in range(5, 12):
+            outs.append(layer(x[:, t : t + 1], cache=cache))
+    assert torch.allclose(torch.cat(outs, 1), full, rtol=0, atol=1e-12)
+    # written in place: the same memory, the counter on the device
+    assert (cache.k.data_ptr(), cache.v.data_ptr()) == memory
+    assert cache.k.shape[-2] == 16 and int(cache.position) == 12
+
+
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+def test_a_full_ring_is_sliding_window_attention(kind):
+    layer = make_layer(kind, "eager")
+    x = torch.randn(1, 10, 16, dtype=DT)
+    i, j = torch.arange(10)[:, None], torch.arange(10)[None, :]
+    band = (j <= i) & (j > i - 4)  # each token and the 3 before it
+    with torch.no_grad():
+        expected = layer(x, mask=band)
+        cache = StaticKVCache(4)
+        got = torch.cat(
+            [layer(x[:, t : t + 1], cache=cache) for t in range(10)], 1
+        )
+    assert torch.allclose(got, expected, rtol=0, atol=1e-12)
+    assert sorted(cache.key_positions.tolist()) == [6, 7, 8, 9]
+
+
+def test_a_static_cache_refuses_more_tokens_than_it_holds():
+    layer = make_layer("attention")
+    with pytest.raises(ValueError, match="capacity"):
+        layer(torch.randn(1, 5, 16, dtype=DT), cache=StaticKVCache(4))
+    with pytest.raises(ValueError, match="capacity"):
+        StaticKVCache(0)
+
+
+# -----------------------------------------------------------------------------
+# generate's GPU path (graph=True), run as it is on a CPU
+
+
+@pytest.mark.parametrize("max_context", [None, 6])
+@pytest.mark.parametrize("mixer", sorted(LAYERS))
+def test_the_gpu_path_samples_what_the_growing_cache_samples(
+    mixer, max_context
+):
+    model = tiny_model(mixer)
+    idx = torch.randint(
+        0, 65, (2, 5), generator=torch.Generator().manual_seed(0)
+    )
+    runs = {
+        graph: model.generate(
+            idx,
+            24,  # past block_size
+            generator=torch.Generator().manual_seed(3),
+            max_context=max_context,
+            graph=graph,
+        )
+        for graph in (False, True)
+    }
+    assert torch.equal(runs[True], runs[False])
+
+
+@pytest.mark.parametrize("mixer", sorted(LAYERS))
+def test_greedy_decoding_on_the_gpu_path_equals_re_encoding(mixer):
+    model = tiny_model(mixer)
+    idx = torch.randint(
+        0, 65, (1, 4), generator=torch.Generator().manual_seed(1)
+    )
+    inside = model.config.block_size - 4
+    assert torch.equal(
+        model.generate(idx, inside, top_k=1, graph=True),
+        generate_without_cache(model, idx, inside),
+    )
+
+
+def test_sampling_on_the_gpu_path_is_reproducible():
+    model = tiny_model("alibi")
+    idx = torch.zeros(1, 3, dtype=torch.long)
+
+    def sample(seed):
+        g = torch.Generator().manual_seed(seed)
+        return model.generate(idx, 30, generator=g, graph=True)
+
+    assert torch.equal(sample(7), sample(7))
+    assert not torch.equal(sample(7), sample(8))
+
+
+def test_the_decoding_step_reads_and_writes_the_same_memory():
+    """What a CUDA graph needs of the step: its input read where it lies, the
+    caches written in place, and the positions advanced on the device."""
+    model = tiny_model("rotary")
+    caches = [StaticKVCache(12) for _ in model.blocks]
+    idx = torch.randint(0, 65, (1, 4))
+    model._next_logits(idx, caches)
+    token = torch.zeros(1, 1, dtype=torch.long)
+    step = model._decoding_step(token, caches, graph=True, compile=False)
+    before = [(c.k.data_ptr(), c.v.data_ptr()) for c in caches]
+    for value in (5, 9, 2):
+        token.fill_(value)
+        logits = step()
+    assert logits.shape == (1, 65)
+    assert [(c.k.data_ptr(), c.v.data_ptr()) for c in caches] == before
+    assert all(int(c.position) == 7 for c in caches)
+    # the same logits as the whole sequence through the model
+    full, _ = model(torch.cat([idx, torch.tensor([[5, 9, 2]])], 1))
+    assert torch.allclose(logits, full[:, -1], rtol=0, atol=1e-12)
+
+
+def test_a_compiled_decoding_step_writes_what_the_eager_one_writes():
+    model = tiny_model("alibi", torch.float32, n_layers=1)
+    idx = torch.randint(
+        0, 65, (1, 4), generator=torch.Generator().manual_seed(2)
+    )
+    eager = model.generate(idx, 6, top_k=1, graph=True)
+    compiled = model.generate(idx, 6, top_k=1, graph=True, compile=True)
+    assert torch.equal(compiled, eager)
+
+
+# -----------------------------------------------------------------------------
+# ALiBi on a GPU: the default backend keeps no bias over 64 MiB
+
+
+def _query(length, device="cuda", dtype=torch.bfloat16):
+    # only the device, shape and dtype are read
+    return SimpleNamespace(
+        device=torch.device(device), shape=(4, length, 512), dtype=dtype
+    )
+
+
+def test_auto_runs_flex_on_a_gpu_where_the_bias_would_exceed_64_mib():
+    layer = AlibiMultiHeadAttention(512, 8, causal=True).eval()
+    assert layer.backend == "auto"
+    # 8 heads x 2048² x 2 bytes = 64 MiB: kept; 4096: 256 MiB, computed
+    assert not layer._runs_flex(_query(2048), None, False, None)
+    assert layer._runs_flex(_query(4096), None, False, None)
+    assert not layer._runs_flex(_query(4096, "cpu"), None, False, None)
+    assert not layer._runs_flex(_query(4096), None, True, None)
+    training = AlibiMultiHeadAttention(512, 8, dropout=0.1, causal=True)
+    assert not training.train()._runs_flex(_query(4096), None, False, None)
+
+
+def test_auto_never_keeps_a_bias_over_the_limit(monkeypatch):
+    monkeypatch.setattr(alibi, "MAX_KEPT_BIAS_BYTES", 1000)
+    x = torch.randn(1, 20, 16)
+    auto = AlibiMultiHeadAttention(16, 4, causal=True)
+    sdpa = AlibiMultiHeadAttention(16, 4, causal=True, backend="sdpa")
+    sdpa.load_state_dict(auto.state_dict())
+    assert torch.allclose(auto(x), sdpa(x), atol=1e-6)
+    # 4 heads x 20² x 4 bytes = 6,400 bytes: only "sdpa" keeps it
+    assert auto._bias_cache is None and sdpa._bias_cache is not None
+    auto(x[:, :10])  # 1,600 bytes: over the limit too
+    assert auto._bias_cache is None
+    small = AlibiMultiHeadAttention(16, 4, causal=True)
+    small(x[:, :5])  # 400 bytes: kept
+    assert small._bias_cache is not None
+
+
+def test_the_flex_kernel_gets_whole_blocks_on_a_cpu_only():
+    assert alibi._flex_lengths(40, 40, "cpu") == (128, 128)
+    assert alibi._flex_lengths(40, 300, "cuda") == (40, 300)
+
+
+def test_the_flex_score_mod_is_made_once_per_offset():
+    layer = AlibiMultiHeadAttention(16, 4, causal=True, backend="flex")
+    cpu = torch.device("cpu")
+    first = layer._flex_score_mod(cpu, 0)
+    assert layer._flex_score_mod(cpu, 0) is first
+    assert layer._flex_score_mod(cpu, 3) is not first
+    score = torch.zeros(())
+    h, q_idx, kv_idx = torch.tensor(1), torch.tensor(5), torch.tensor(2)
+    slope = layer.slopes[1]
+    for offset in (0, 3):
+        mod = layer._flex_score_mod(cpu, offset)
+        expected = -slope * (5 + offset - 2)
+        assert torch.allclose(mod(score, 0, h, q_idx, kv_idx), expected)
+
+
+def test_a_bf16_alibi_layer_makes_its_exact_slopes_once():
+    """A model cast to bf16 rounds its slopes buffer; the exact slopes are
+    made once per device, not copied from the host at every (recorded)
+    step."""
+    layer = AlibiMultiHeadAttention(16, 4, causal=True).to(torch.bfloat16)
+    cpu = torch.device("cpu")
+    first = layer._exact_slopes(cpu)
+    assert first.dtype == torch.float32 and layer._exact_slopes(cpu) is first
+    assert torch.equal(first, alibi.alibi_slopes(4))
+
+
+def test_adamw_is_fused_on_a_gpu_only():
+    from mixers.train import TrainConfig, make_optimizer
+
+    optimizer = make_optimizer(
+        tiny_model("attention", torch.float32), TrainConfig()
+    )
+    assert not optimizer.defaults["fused"]  # on a CPU: torch's default
