@@ -82,6 +82,6 @@ def test_the_suite_passes_as_if_cuda_were_present():
     summary = child.stdout.strip().splitlines()[-1] if child.stdout else ""
     assert child.returncode == 0, child.stdout[-6000:] + child.stderr[-2000:]
     # every test of the subset ran and passed: none skipped, none missing
-    assert re.fullmatch(r"\d+ passed in .*", summary), summary
-    assert int(summary.split()[0]) >= 14, summary
+    passed = re.match(r"(\d+) passed(, \d+ warnings?)? in ", summary)
+    assert passed and int(passed.group(1)) >= 14, summary
     print(f"{summary} (child process: {took:.1f} s)")
