@@ -1,5 +1,7 @@
 """Shared fixtures: the packaged corpus and its dataset are loaded once per test session."""
 
+import os
+import sys
 import warnings
 
 import pytest
@@ -13,6 +15,42 @@ from mixers.data import CharDataset, load_corpus
 # are shared (CI runners, a busy laptop) two OpenMP threads contending for them made a 2-layer
 # d_model-32 forward pass ~300x slower (0.3 s instead of 1 ms). Results do not depend on it.
 torch.set_num_threads(1)
+
+# MIXERS_FAKE_CUDA=1: code that merely *asks* whether CUDA is there
+# (default_device, default_profile_name, cpu_threads, an experiment choosing
+# its workers, a test) is told yes, while every tensor stays on the CPU.
+# Nothing in the suite may depend on CUDA being absent: a test that means the
+# CPU says so (device="cpu", a profile name, or its own patch of
+# torch.cuda.is_available). torch itself still hears the truth (dynamo, for
+# one, would otherwise save the CUDA RNG state of a CPU build). A path that
+# would really use CUDA fails ("Torch not compiled with CUDA") on a CPU build
+# instead of running. tests/test_cuda_absent_independence.py runs part of
+# the suite this way.
+if os.environ.get("MIXERS_FAKE_CUDA") == "1":
+    _real_is_available = torch.cuda.is_available
+
+    def _fake_is_available() -> bool:
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller == "torch" or caller.startswith("torch."):
+            return _real_is_available()
+        return True
+
+    torch.cuda.is_available = _fake_is_available
+
+
+@pytest.fixture(scope="module", autouse=True)
+def runs_on_the_cpu():
+    """Every test runs on the CPU, on any machine: ``MIXERS_DEVICE=cpu``
+    makes ``default_device`` the CPU (and so ``default_profile_name`` smoke)
+    here, in an experiment's worker processes and in the command lines the
+    tests start; a stray ``MIXERS_PROFILE`` is dropped. A test of the
+    defaults themselves unsets the variable and patches
+    ``torch.cuda.is_available``. Per module, not per session, so that the
+    chapter notebooks nbval runs after the tests keep the real defaults."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MIXERS_DEVICE", "cpu")
+        patch.delenv("MIXERS_PROFILE", raising=False)
+        yield
 
 
 @pytest.fixture(scope="session")

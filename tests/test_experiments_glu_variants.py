@@ -140,10 +140,6 @@ def _diverge_relu_in_a_worker(profile, progress, dataset, job):
     return glu_variants._run_job(profile, progress, dataset, job)
 
 
-@pytest.mark.skipif(
-    torch.cuda.is_available(),
-    reason="with CUDA the runs go one at a time, in one process",
-)
 def test_two_worker_processes_give_the_same_runs_and_keep_them_when_one_diverges(
     results, monkeypatch
 ):

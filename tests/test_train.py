@@ -43,6 +43,7 @@ from mixers.train import (
     TrainResult,
     build_model,
     cpu_has_bf16,
+    default_device,
     default_profile_name,
     evaluate,
     evaluate_sequential,
@@ -208,11 +209,33 @@ def test_default_profile_honours_environment(monkeypatch):
 @pytest.mark.parametrize("cuda, expected", [(False, "smoke"), (True, "gpu")])
 def test_default_profile_follows_hardware(monkeypatch, cuda, expected):
     monkeypatch.delenv("MIXERS_PROFILE", raising=False)
+    monkeypatch.delenv("MIXERS_DEVICE", raising=False)  # conftest's pin
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert default_device() == torch.device("cuda" if cuda else "cpu")
     assert default_profile_name() == expected
     assert get_profile().name == expected
     monkeypatch.setenv("MIXERS_PROFILE", "")  # empty counts as unset
+    monkeypatch.setenv("MIXERS_DEVICE", "")
     assert default_profile_name() == expected
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_mixers_device_overrides_the_hardware(monkeypatch, cuda):
+    """MIXERS_DEVICE=cpu: the CPU and the smoke profile even with CUDA (what the tests set);
+    MIXERS_DEVICE=cuda: the gpu profile. Asking is all it does: nothing here touches CUDA."""
+    monkeypatch.delenv("MIXERS_PROFILE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setenv("MIXERS_DEVICE", "cpu")
+    assert default_device() == torch.device("cpu")
+    assert default_profile_name() == "smoke"
+    monkeypatch.setenv("MIXERS_DEVICE", "cuda:1")
+    assert default_device() == torch.device("cuda", 1)
+    assert default_profile_name() == "gpu"
+    monkeypatch.setenv("MIXERS_DEVICE", "gpu")
+    with pytest.raises(
+        ValueError, match="MIXERS_DEVICE must name a torch device, got 'gpu'"
+    ):
+        default_device()
 
 
 def test_unknown_profile_names_are_rejected(monkeypatch):
@@ -1199,6 +1222,23 @@ def test_cpu_threads_sets_and_restores_the_thread_count():
     with pytest.raises(RuntimeError):
         with cpu_threads(other, enabled=True):
             raise RuntimeError("boom")
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("device, sets", [("cpu", True), ("cuda", False)])
+def test_cpu_threads_by_default_follows_the_device_the_runs_go_to(
+    monkeypatch, device, sets
+):
+    """Enabled when default_device is the CPU: with MIXERS_DEVICE=cpu (the tests) even where CUDA
+    is available."""
+    from mixers.experiments import cpu_threads
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("MIXERS_DEVICE", device)
+    before = torch.get_num_threads()
+    other = 2 if before == 1 else 1
+    with cpu_threads(other):
+        assert torch.get_num_threads() == (other if sets else before)
     assert torch.get_num_threads() == before
 
 

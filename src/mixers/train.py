@@ -12,10 +12,11 @@ for the hardware:
   or float16 with a gradient scaler on a GPU without bf16, such as Colab's T4:
   ``autocast_dtype``).
 
-The default is ``gpu`` when CUDA is available and ``smoke`` otherwise; the
-environment variable ``MIXERS_PROFILE`` forces one. Every run records where and
-how it ran (``mixers.results.provenance``), so that every number in the book
-can say so too.
+The default is ``gpu`` when the runs go to CUDA (``default_device``: CUDA
+when available, unless ``MIXERS_DEVICE`` names another device) and ``smoke``
+otherwise; the environment variable ``MIXERS_PROFILE`` forces one. Every run
+records where and how it ran (``mixers.results.provenance``), so that every
+number in the book can say so too.
 
 A run returns its best model: ``train`` keeps the weights of the evaluation
 with the lowest validation loss and puts them back at the end, as nanoGPT
@@ -201,8 +202,8 @@ PROFILES: dict[str, Profile] = {
 
 
 def default_profile_name() -> str:
-    """``MIXERS_PROFILE`` if set, else ``gpu`` with CUDA and ``smoke``
-    without."""
+    """``MIXERS_PROFILE`` if set, else ``gpu`` when ``default_device`` is
+    CUDA and ``smoke`` otherwise."""
     forced = os.environ.get("MIXERS_PROFILE")
     if forced:
         if forced not in PROFILES:
@@ -211,7 +212,7 @@ def default_profile_name() -> str:
                 f" {forced!r}"
             )
         return forced
-    return "gpu" if torch.cuda.is_available() else "smoke"
+    return "gpu" if default_device().type == "cuda" else "smoke"
 
 
 def get_profile(name: str | None = None) -> Profile:
@@ -289,6 +290,20 @@ def budget_profile(
 
 
 def default_device() -> torch.device:
+    """``MIXERS_DEVICE`` if set (``cpu``, ``cuda``, ``cuda:1``), else
+    ``cuda`` when CUDA is available and ``cpu`` otherwise.
+
+    The variable reaches every process a run starts (an experiment's
+    workers, a command line): the tests set ``MIXERS_DEVICE=cpu`` so that
+    they run, and give the same numbers, on a machine with a GPU too."""
+    forced = os.environ.get("MIXERS_DEVICE")
+    if forced:
+        try:
+            return torch.device(forced)
+        except RuntimeError:
+            raise ValueError(
+                f"MIXERS_DEVICE must name a torch device, got {forced!r}"
+            ) from None
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 

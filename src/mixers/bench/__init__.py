@@ -158,13 +158,15 @@ def benchmark_main(
         positive_int,
     )
     from ..results import save_results
+    from ..train import default_device
 
     parser = command_line(prog, description, durations)
     parser.add_argument(
         "--profile",
         choices=sorted(profiles),
-        default="gpu" if torch.cuda.is_available() else "cpu",
-        help="sizes and device (default: gpu with CUDA, else cpu)",
+        default="gpu" if default_device().type == "cuda" else "cpu",
+        help="sizes and device (default: gpu with CUDA, else cpu;"
+        " MIXERS_DEVICE=cpu: cpu)",
     )
     parser.add_argument(
         "--lengths",

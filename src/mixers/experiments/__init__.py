@@ -355,11 +355,12 @@ def cpu_threads(
 
     Small models on a shared two-core machine run fastest, and most
     predictably, on one thread per process: two OpenMP threads fighting for
-    busy cores slowed them many times over. ``enabled`` defaults to "no CUDA"
-    (on a GPU the CPU thread count hardly matters); ``threads=None`` leaves the
-    count alone.
+    busy cores slowed them many times over. ``enabled`` defaults to "the runs
+    go to the CPU" (``default_device``; on a GPU the CPU thread count hardly
+    matters); ``threads=None`` leaves the count alone.
     """
-    enabled = not torch.cuda.is_available() if enabled is None else enabled
+    if enabled is None:
+        enabled = default_device().type == "cpu"
     before = torch.get_num_threads()
     if enabled and threads:
         torch.set_num_threads(threads)

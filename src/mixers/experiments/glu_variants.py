@@ -35,12 +35,15 @@ import time
 from dataclasses import asdict, replace
 from functools import partial
 
-import torch
-
 from ..data import CharDataset
 from ..feed_forward import VARIANTS
 from ..model import ModelConfig
-from ..train import evaluate_sequential, get_profile, run_profile
+from ..train import (
+    default_device,
+    evaluate_sequential,
+    get_profile,
+    run_profile,
+)
 from . import (
     Experiment,
     cpu_threads,
@@ -377,7 +380,7 @@ def run(
                 f"variants must be names in {list(VARIANTS)}, got {name!r}"
             )
     seeds = list(settings["seeds"] if seeds is None else seeds)
-    on_cpu = not torch.cuda.is_available()
+    on_cpu = default_device().type == "cpu"
     workers = (
         (settings["workers"] if workers is None else workers) if on_cpu else 1
     )
