@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from ..results import CorruptResults, read_results
+from ..train import default_device
 from . import (
     DevicePools,
     exits_cleanly,
@@ -121,7 +122,8 @@ def _run_one(name: str, profile: str, args, workers: int) -> Path:
 def run_together(names: list[str], profile: str, args) -> None:
     """Every experiment of ``names`` in a thread of its own, their runs in
     one pool of ``args.workers`` processes per GPU (on a CPU, one pool)."""
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    on_gpu = default_device().type == "cuda"
+    gpus = torch.cuda.device_count() if on_gpu else 0
     devices = list(range(gpus)) or [None]
     slots = args.workers * len(devices)
     # on a CPU, one thread a run, as every experiment trains there
@@ -178,7 +180,8 @@ def main(argv: list[str] | None = None) -> None:
         plan=True,
     )
     if args.plan:
-        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 1
+        on_gpu = default_device().type == "cuda"
+        gpus = torch.cuda.device_count() if on_gpu else 1
         print("\n".join(plan_lines(profile, args.workers, gpus)))
         return
     todo = _todo(args, profile)

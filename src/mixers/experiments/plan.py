@@ -41,8 +41,6 @@ import importlib
 import math
 from dataclasses import asdict, dataclass, replace
 
-import torch
-
 from .._checks import check_positive_float, check_positive_int
 from ..model import ModelConfig
 from ..train import (
@@ -50,6 +48,7 @@ from ..train import (
     T4_FLOPS,
     Profile,
     TrainConfig,
+    default_device,
     get_profile,
     training_flops_per_token,
 )
@@ -248,12 +247,13 @@ def live_run(
     seconds: float = LIVE_SECONDS,
 ):
     """A chapter's live comparison: ``module.run("smoke")`` on a CPU; on a
-    GPU (``gpu``, default: CUDA is available) its ``gpu`` plan with the steps
-    that fit ``seconds`` of a T4 (``live_fraction``), printing the prediction
-    before it starts. Returns the run's results."""
+    GPU (``gpu``; by default, where ``default_device`` sends the runs) its
+    ``gpu`` plan with the steps that fit ``seconds`` of a T4
+    (``live_fraction``), printing the prediction before it starts. Returns
+    the run's results."""
     from . import step_fraction  # the package imports this module's users
 
-    gpu = torch.cuda.is_available() if gpu is None else gpu
+    gpu = default_device().type == "cuda" if gpu is None else gpu
     if not gpu:
         return module.run("smoke", progress=progress)
     fraction, predicted = live_fraction(module.planned_runs("gpu"), seconds)
@@ -276,7 +276,7 @@ def live_profile(
     """The baseline chapter's live run, which trains a profile directly:
     ``profile`` itself on a CPU; on a GPU its steps cut to ``seconds`` of a
     T4 as ``live_run`` cuts an experiment's, the prediction printed."""
-    gpu = torch.cuda.is_available() if gpu is None else gpu
+    gpu = default_device().type == "cuda" if gpu is None else gpu
     if not gpu:
         return profile
     from . import scaled_train  # the package imports this module's users
