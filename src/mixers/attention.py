@@ -579,7 +579,8 @@ class StaticKVCache:
                 (self.capacity,), -1, dtype=torch.long, device=k.device
             )
         slots = positions % self.capacity
-        # indexed assignment (index_put_), which torch.compile writes in place
+        # indexed assignment (``index_put_``): torch.compile writes it in
+        # place
         self.k[:, :, slots] = k.to(self.k.dtype)
         self.v[:, :, slots] = v.to(self.v.dtype)
         self.key_positions[slots] = positions
