@@ -94,12 +94,56 @@ def check_tensor(
         raise ValueError(
             f"{name} must have shape {expected}, got {tuple(x.shape)}"
         )
-    if x.shape[-2] == 0:
-        raise ValueError(
-            f"{name} must hold at least one position, got shape"
-            f" {tuple(x.shape)} (an empty sequence)"
+    check_not_empty(x, name)
+    return x
+
+
+def check_not_empty(x: Tensor, name: str) -> Tensor:
+    """``x`` ``[..., seq, width]`` holds something along every dim; the error
+    says which dim is empty (a batch of 0 is not an empty sequence)."""
+    if x.numel():
+        return x
+    empty = [d for d, size in enumerate(x.shape) if size == 0][0]
+    what = (
+        "an empty sequence"
+        if x.dim() >= 2 and empty == x.dim() - 2
+        else "no features"
+        if empty == x.dim() - 1
+        else "an empty batch"
+    )
+    raise ValueError(
+        f"{name} must hold at least one position, got shape"
+        f" {tuple(x.shape)} ({what}: dim {empty} is 0)"
+    )
+
+
+def check_dtype_matches(x: Tensor, name: str, weight: Tensor) -> Tensor:
+    """``x`` in the dtype of the layer's ``weight``, unless autocast casts
+    them: torch's own message for a mismatch names neither the argument nor
+    the way out."""
+    if (
+        x.dtype != weight.dtype
+        and not torch.compiler.is_compiling()
+        and not torch.is_autocast_enabled(x.device.type)
+    ):
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the layer's weights are"
+            f" {weight.dtype}: cast one to the other (layer.to({x.dtype}) or"
+            f" {name}.to({weight.dtype})), or run under torch.autocast"
         )
     return x
+
+
+def check_same_dtype(**tensors: Tensor) -> None:
+    """Tensors that meet in one product share a dtype (``check_same_dtype(q=q,
+    k=k, v=v)``): torch refuses a mix deep inside matmul."""
+    dtypes = {name: t.dtype for name, t in tensors.items()}
+    if len(set(dtypes.values())) > 1:
+        shown = ", ".join(f"{name} {dtype}" for name, dtype in dtypes.items())
+        raise TypeError(
+            f"{', '.join(dtypes)} must share one dtype, got {shown}: cast"
+            " them to one (x.to(dtype))"
+        )
 
 
 def _check_bool(mask, name: str, meaning: str, expected: str) -> Tensor:
@@ -178,6 +222,17 @@ def check_attention_mask(mask, target, name: str = "mask") -> Tensor:
             f"{name} allows no query to attend to any key: {_INVERTED_HINT};"
             " did you pass ~mask?"
         )
+    # One pattern for every sample (its leading dims all 1) has no padding to
+    # explain a query that reads nothing; torch's causal attn_mask, triu(ones,
+    # 1), leaves exactly that to its last query.
+    if all(size == 1 for size in mask.shape[:-2]):
+        empty = ~mask.any(dim=-1)
+        if empty.any():
+            raise ValueError(
+                f"{name} leaves query {int(empty.nonzero()[0][-1])} no key to"
+                f" attend to, in every sample: {_INVERTED_HINT}, and a causal"
+                " mask is tril, not triu; did you pass ~mask?"
+            )
     return mask
 
 
