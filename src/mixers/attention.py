@@ -43,6 +43,7 @@ from torch import Tensor, nn
 from ._checks import (
     _check_bool,
     check_attention_mask,
+    check_bool,
     check_broadcasts,
     check_dropout,
     check_dtype_matches,
@@ -386,6 +387,7 @@ class DotProductAttention(nn.Module):
     def forward(
         self, q, k, v, mask=None, bias=None, need_weights: bool = False
     ):
+        check_bool("need_weights", need_weights)
         dropout_p = self.dropout if self.training else 0.0
         out, weights = dot_product_attention(
             q, k, v, mask, bias, self.scale, dropout_p
@@ -420,6 +422,7 @@ class SingleLayerAttention(nn.Module):
         self.dropout = nn.Dropout(check_dropout(dropout))
 
     def forward(self, q, k, v, mask=None, need_weights: bool = False):
+        check_bool("need_weights", need_weights)
         scores_shape = _check_qkv(q, k, v)
         if q.shape[-1] != self.d_k:
             raise ValueError(
@@ -468,6 +471,7 @@ class AdditiveAttention(nn.Module):
         self.dropout = nn.Dropout(check_dropout(dropout))
 
     def forward(self, q, k, v, mask=None, need_weights: bool = False):
+        check_bool("need_weights", need_weights)
         scores_shape = _check_qkv(q, k, v, same_d=False)
         if (
             q.shape[-1] != self.q_proj.in_features
@@ -698,6 +702,7 @@ class MultiHeadAttention(nn.Module):
         ``(output, weights [batch, heads, q_len, k_len])`` with
         ``need_weights=True``, which runs the eager path.
         """
+        check_bool("need_weights", need_weights)
         if cache is None:
             q, k, v, attend = self._project(
                 query, key, value, mask, token_mask
@@ -829,6 +834,7 @@ class MultiHeadAttention(nn.Module):
             ndim=3,
             width=self.d_model,
         )
+        check_dtype_matches(query, "query", self.q_proj.weight)
         q = self.split_heads(self.q_proj(query))
         k = self.split_heads(self.k_proj(query))
         v = self.split_heads(self.v_proj(query))
