@@ -222,16 +222,23 @@ def check_attention_mask(mask, target, name: str = "mask") -> Tensor:
             f"{name} allows no query to attend to any key: {_INVERTED_HINT};"
             " did you pass ~mask?"
         )
-    # One pattern for every sample (its leading dims all 1) has no padding to
-    # explain a query that reads nothing; torch's causal attn_mask, triu(ones,
-    # 1), leaves exactly that to its last query.
-    if all(size == 1 for size in mask.shape[:-2]):
-        empty = ~mask.any(dim=-1)
-        if empty.any():
+    # torch's causal attn_mask, triu(ones, 1), read in this package's sense:
+    # one square pattern for every sample (no padding to explain it) in which
+    # no query may read its own position and some query may read nothing.
+    q_len, k_len = mask.shape[-2:]
+    if (
+        q_len == k_len == target[-1]
+        and all(size == 1 for size in mask.shape[:-2])
+        and q_len > 1
+    ):
+        square = mask.reshape(q_len, k_len)
+        empty = ~square.any(dim=-1)
+        if not square.diagonal().any() and empty.any():
             raise ValueError(
-                f"{name} leaves query {int(empty.nonzero()[0][-1])} no key to"
-                f" attend to, in every sample: {_INVERTED_HINT}, and a causal"
-                " mask is tril, not triu; did you pass ~mask?"
+                f"{name} leaves a real query with no key to attend to (query"
+                f" {int(empty.nonzero()[-1])}, in every sample) and lets no"
+                f" query read its own position: {_INVERTED_HINT}, and a"
+                " causal mask is tril, not triu; did you pass ~mask?"
             )
     return mask
 

@@ -43,7 +43,6 @@ from torch import Tensor, nn
 from ._checks import (
     _check_bool,
     check_attention_mask,
-    check_bool,
     check_broadcasts,
     check_dropout,
     check_dtype_matches,
@@ -131,6 +130,18 @@ def _check_bias(bias, target) -> None:
     check_broadcasts(bias, target, "bias")
 
 
+def _check_softmax_inputs(scores, mask) -> None:
+    """Float scores, and a bool mask (True = keep) that broadcasts to them."""
+    if not isinstance(scores, Tensor) or not scores.is_floating_point():
+        got = scores.dtype if isinstance(scores, Tensor) else type(scores)
+        raise TypeError(
+            f"scores must be a floating-point tensor [..., n], got {got}"
+        )
+    if mask is not None:
+        _check_bool(mask, "mask", "True = keep", "broadcastable to scores")
+        check_broadcasts(mask, scores.shape, "mask", "scores' shape")
+
+
 def _check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:
     """Checks q [..., q_len, d_k], k [..., k_len, d_k], v [..., k_len, d_v];
     returns the scores' shape."""
@@ -175,14 +186,8 @@ def masked_softmax(
     keep. Returns weights of the shape of ``scores``; a row with nothing left
     gets all zeros.
     """
-    if not isinstance(scores, Tensor) or not scores.is_floating_point():
-        got = scores.dtype if isinstance(scores, Tensor) else type(scores)
-        raise TypeError(
-            f"scores must be a floating-point tensor [..., n], got {got}"
-        )
+    _check_softmax_inputs(scores, mask)
     if mask is not None:
-        _check_bool(mask, "mask", "True = keep", "broadcastable to scores")
-        check_broadcasts(mask, scores.shape, "mask", "scores' shape")
         scores = scores.masked_fill(~mask, float("-inf"))
     # A row that is all -inf would be exp(-inf) / sum = 0/0 = NaN. Zeroing it
     # afterwards would fix the forward pass only: the softmax's backward
@@ -387,7 +392,6 @@ class DotProductAttention(nn.Module):
     def forward(
         self, q, k, v, mask=None, bias=None, need_weights: bool = False
     ):
-        check_bool("need_weights", need_weights)
         dropout_p = self.dropout if self.training else 0.0
         out, weights = dot_product_attention(
             q, k, v, mask, bias, self.scale, dropout_p
@@ -422,7 +426,6 @@ class SingleLayerAttention(nn.Module):
         self.dropout = nn.Dropout(check_dropout(dropout))
 
     def forward(self, q, k, v, mask=None, need_weights: bool = False):
-        check_bool("need_weights", need_weights)
         scores_shape = _check_qkv(q, k, v)
         if q.shape[-1] != self.d_k:
             raise ValueError(
@@ -471,7 +474,6 @@ class AdditiveAttention(nn.Module):
         self.dropout = nn.Dropout(check_dropout(dropout))
 
     def forward(self, q, k, v, mask=None, need_weights: bool = False):
-        check_bool("need_weights", need_weights)
         scores_shape = _check_qkv(q, k, v, same_d=False)
         if (
             q.shape[-1] != self.q_proj.in_features
@@ -702,7 +704,6 @@ class MultiHeadAttention(nn.Module):
         ``(output, weights [batch, heads, q_len, k_len])`` with
         ``need_weights=True``, which runs the eager path.
         """
-        check_bool("need_weights", need_weights)
         if cache is None:
             q, k, v, attend = self._project(
                 query, key, value, mask, token_mask
