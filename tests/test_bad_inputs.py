@@ -1183,3 +1183,13 @@ def test_strict_json_reads_back_what_it_wrote(tmp_path):
         "runs": [1, 2],
     }
     assert json.loads(path.read_text())["loss"] == 1.5 and math.isfinite(1.5)
+
+
+def test_live_fixtures_into_a_missing_folder_is_a_usage_error(
+    tmp_path, capsys
+):  # 33
+    with pytest.raises(SystemExit) as info:
+        live.main([str(tmp_path / "missing" / "fixtures.json")])
+    assert info.value.code == 2
+    assert "the folder" in capsys.readouterr().err
+    assert not (tmp_path / "missing").exists()

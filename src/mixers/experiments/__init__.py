@@ -10,7 +10,9 @@ replaces them.
 Every experiment survives an interruption the same way (``run_jobs``): it is a
 list of jobs, one per run, and the command line saves each run the moment it
 finishes to ``NAME-PROFILE.partial.json``; the same command, run again, resumes
-from there.
+from there. One run of an experiment writes into a folder at a time
+(``run_lock``); Ctrl-C and ``kill`` (SIGTERM) stop it alike, saying where its
+finished runs are (exit 130 and 143).
 """
 
 from __future__ import annotations
@@ -759,8 +761,8 @@ def command_line(
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    # A string default goes through `type` too: the folder is checked (and
-    # made) before any run.
+    # A string default goes through `type` too: the folder is checked before
+    # any run, and made only once every argument is known to be good.
     parser.add_argument(
         "--out",
         type=output_dir,
