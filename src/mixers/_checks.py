@@ -117,12 +117,15 @@ def check_not_empty(x: Tensor, name: str) -> Tensor:
     )
 
 
-def check_dtype_matches(x: Tensor, name: str, weight: Tensor) -> Tensor:
-    """``x`` in the dtype of the layer's ``weight``, unless autocast casts
-    them: torch's own message for a mismatch names neither the argument nor
-    the way out."""
+def check_dtype_matches(x: Tensor, name: str, layer) -> Tensor:
+    """``x`` in the dtype of the weight of ``layer`` (a linear layer), unless
+    autocast casts them: torch's own message for a mismatch names neither the
+    argument nor the way out. A layer without a weight (an ``nn.Identity`` put
+    in its place) takes any dtype."""
+    weight = getattr(layer, "weight", None)
     if (
-        x.dtype != weight.dtype
+        isinstance(weight, Tensor)
+        and x.dtype != weight.dtype
         and not torch.compiler.is_compiling()
         and not torch.is_autocast_enabled(x.device.type)
     ):

@@ -835,7 +835,7 @@ class MultiHeadAttention(nn.Module):
             ndim=3,
             width=self.d_model,
         )
-        check_dtype_matches(query, "query", self.q_proj.weight)
+        check_dtype_matches(query, "query", self.q_proj)
         q = self.split_heads(self.q_proj(query))
         k = self.split_heads(self.k_proj(query))
         v = self.split_heads(self.v_proj(query))
@@ -868,7 +868,7 @@ class MultiHeadAttention(nn.Module):
             width=self.vdim,
         )
         check_same_dtype(query=query, key=key, value=value)
-        check_dtype_matches(query, "query", self.q_proj.weight)
+        check_dtype_matches(query, "query", self.q_proj)
         if key.shape[0] != query.shape[0] or value.shape[:2] != key.shape[:2]:
             raise ValueError(
                 f"key and value must have shapes [batch={query.shape[0]},"

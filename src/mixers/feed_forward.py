@@ -207,7 +207,7 @@ class FeedForward(nn.Module):
                 f" {x.dtype} (token ids go through an embedding first)"
             )
         check_not_empty(x, "x")
-        check_dtype_matches(x, "x", self.down_proj.weight)
+        check_dtype_matches(x, "x", self.down_proj)
         if self.fused:
             gate, linear_branch = self.gate_up_proj(x).chunk(2, dim=-1)
             hidden = self.activation(gate) * linear_branch
