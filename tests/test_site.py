@@ -750,11 +750,12 @@ def sidebars_dead(page, width: str, screenshot_stem: Path) -> list[str]:
                 drawer = page.locator(f"{sidebar}-modal")
                 buttons.tap()
                 drawer.locator("a").filter(visible=True).first.wait_for(
-                    timeout=5 * SECONDS
+                    timeout=DRAWER_WAIT
                 )
                 page.screenshot(path=f"{screenshot_stem}-{name}.png")
-                # A tap on the backdrop, in the middle of the wider margin beside the drawer.
-                box, screen = drawer.bounding_box(), page.viewport_size
+                # A tap on the backdrop, in the middle of the wider margin beside the drawer,
+                # once the drawer has stopped sliding in (a busy machine draws it late).
+                box, screen = settled_box(drawer), page.viewport_size
                 left_margin, right_margin = (
                     box["x"],
                     screen["width"] - (box["x"] + box["width"]),
@@ -768,27 +769,54 @@ def sidebars_dead(page, width: str, screenshot_stem: Path) -> list[str]:
                 page.wait_for_function(
                     "d => !d.open",
                     arg=drawer.element_handle(),
-                    timeout=5 * SECONDS,
+                    timeout=DRAWER_WAIT,
                 )
-                if not page.locator(f"{sidebar} a").count():
+                # The theme moves the links back after the drawer's closing transition: wait
+                # for them, rather than read the page once.
+                try:
+                    page.locator(f"{sidebar} a").first.wait_for(
+                        state="attached", timeout=DRAWER_WAIT
+                    )
+                except TimeoutError:
                     problems.append(
                         f"the {name} drawer closed, but its links did not come back to the page"
+                        f" within {DRAWER_WAIT // SECONDS} s"
                     )
             else:
                 links = page.locator(f"{sidebar} a").filter(visible=True)
                 buttons.click()
                 page.locator(sidebar).wait_for(
-                    state="hidden", timeout=5 * SECONDS
+                    state="hidden", timeout=DRAWER_WAIT
                 )
                 page.screenshot(path=f"{screenshot_stem}-{name}.png")
                 buttons.click()
-                links.first.wait_for(timeout=5 * SECONDS)
+                links.first.wait_for(timeout=DRAWER_WAIT)
         except TimeoutError:
             action = "a tap on" if width == "phone" else "a click on"
             problems.append(
-                f"{action} the {name} button (.{toggle}) did not open and close its sidebar within 5 s"
+                f"{action} the {name} button (.{toggle}) did not open and close its sidebar"
+                f" within {DRAWER_WAIT // SECONDS} s"
             )
     return problems
+
+
+# How long a drawer may take to open, close or give its links back: generous, for a machine whose
+# cores are busy with other work (each wait ends as soon as the state is reached).
+DRAWER_WAIT = 10 * SECONDS
+
+
+def settled_box(locator, seconds: float = 5) -> dict:
+    """The element's bounding box once it has stopped moving (two reads 100 ms apart agree), or
+    the last one read after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    box = locator.bounding_box()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = locator.bounding_box()
+        if now == box:
+            break
+        box = now
+    return box
 
 
 # ---------------------------------------------------------------------------------------------
@@ -842,13 +870,18 @@ def exercise(view, control) -> str | None:
     before = drawing.inner_html()
     old = KINDS[kind][0](control)
     KINDS[kind][1](control)
-    new = KINDS[kind][0](control)
-    if new == old:
+    # Each waits for what it checks: the control's value, then the view's redraw.
+    if not eventually(lambda: KINDS[kind][0](control) != old, VIEW_WAIT):
         return f"{kind} {name!r} did not move (its value stayed {old!r})"
-    if not eventually(lambda: drawing.inner_html() != before):
+    new = KINDS[kind][0](control)
+    if not eventually(lambda: drawing.inner_html() != before, VIEW_WAIT):
         return f"moving {kind} {name!r} from {old!r} to {new!r} did not change the view"
     print(f"moved {kind} {name!r} from {old!r} to {new!r}: the view changed")
     return None
+
+
+# Seconds a view may take to show a moved control's value and redraw.
+VIEW_WAIT = 10
 
 
 def eventually(condition, seconds=5) -> bool:
@@ -923,8 +956,10 @@ def test_without_scripts_each_live_view_shows_its_static_picture(
                 )
             for i in range(pictures.count()):
                 picture = pictures.nth(i)
-                loaded = picture.evaluate(
-                    "img => img.complete && img.naturalWidth > 0"
+                loaded = eventually(
+                    lambda: picture.evaluate(
+                        "img => img.complete && img.naturalWidth > 0"
+                    )
                 )
                 if not (
                     picture.is_visible()

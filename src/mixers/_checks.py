@@ -94,12 +94,59 @@ def check_tensor(
         raise ValueError(
             f"{name} must have shape {expected}, got {tuple(x.shape)}"
         )
-    if x.shape[-2] == 0:
-        raise ValueError(
-            f"{name} must hold at least one position, got shape"
-            f" {tuple(x.shape)} (an empty sequence)"
+    check_not_empty(x, name)
+    return x
+
+
+def check_not_empty(x: Tensor, name: str) -> Tensor:
+    """``x`` ``[..., seq, width]`` holds something along every dim; the error
+    says which dim is empty (a batch of 0 is not an empty sequence)."""
+    if x.numel():
+        return x
+    empty = [d for d, size in enumerate(x.shape) if size == 0][0]
+    what = (
+        "an empty sequence"
+        if x.dim() >= 2 and empty == x.dim() - 2
+        else "no features"
+        if empty == x.dim() - 1
+        else "an empty batch"
+    )
+    raise ValueError(
+        f"{name} must hold at least one position, got shape"
+        f" {tuple(x.shape)} ({what}: dim {empty} is 0)"
+    )
+
+
+def check_dtype_matches(x: Tensor, name: str, layer) -> Tensor:
+    """``x`` in the dtype of the weight of ``layer`` (a linear layer), unless
+    autocast casts them: torch's own message for a mismatch names neither the
+    argument nor the way out. A layer without a weight (an ``nn.Identity`` put
+    in its place) takes any dtype."""
+    weight = getattr(layer, "weight", None)
+    if (
+        isinstance(weight, Tensor)
+        and x.dtype != weight.dtype
+        and not torch.compiler.is_compiling()
+        and not torch.is_autocast_enabled(x.device.type)
+    ):
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the layer's weights are"
+            f" {weight.dtype}: cast one to the other (layer.to({x.dtype}) or"
+            f" {name}.to({weight.dtype})), or run under torch.autocast"
         )
     return x
+
+
+def check_same_dtype(**tensors: Tensor) -> None:
+    """Tensors that meet in one product share a dtype (``check_same_dtype(q=q,
+    k=k, v=v)``): torch refuses a mix deep inside matmul."""
+    dtypes = {name: t.dtype for name, t in tensors.items()}
+    if len(set(dtypes.values())) > 1:
+        shown = ", ".join(f"{name} {dtype}" for name, dtype in dtypes.items())
+        raise TypeError(
+            f"{', '.join(dtypes)} must share one dtype, got {shown}: cast"
+            " them to one (x.to(dtype))"
+        )
 
 
 def _check_bool(mask, name: str, meaning: str, expected: str) -> Tensor:
@@ -178,6 +225,24 @@ def check_attention_mask(mask, target, name: str = "mask") -> Tensor:
             f"{name} allows no query to attend to any key: {_INVERTED_HINT};"
             " did you pass ~mask?"
         )
+    # torch's causal attn_mask, triu(ones, 1), read in this package's sense:
+    # one square pattern for every sample (no padding to explain it) in which
+    # no query may read its own position and some query may read nothing.
+    q_len, k_len = mask.shape[-2:]
+    if (
+        q_len == k_len == target[-1]
+        and all(size == 1 for size in mask.shape[:-2])
+        and q_len > 1
+    ):
+        square = mask.reshape(q_len, k_len)
+        empty = ~square.any(dim=-1)
+        if not square.diagonal().any() and empty.any():
+            raise ValueError(
+                f"{name} leaves a real query with no key to attend to (query"
+                f" {int(empty.nonzero()[-1])}, in every sample) and lets no"
+                f" query read its own position: {_INVERTED_HINT}, and a"
+                " causal mask is tril, not triu; did you pass ~mask?"
+            )
     return mask
 
 

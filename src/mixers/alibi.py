@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._checks import check_positive_int
+from ._checks import check_flags, check_positive_int
 from .attention import MultiHeadAttention, causal_mask
 
 __all__ = [
@@ -135,6 +135,15 @@ def as_slopes(slopes, name: str = "slopes_or_n_heads") -> Tensor:
                 f"{name} must be a positive int or a floating-point tensor"
                 f" [n_heads], got a {slopes.dtype} tensor of shape"
                 f" {tuple(slopes.shape)}"
+            )
+        # A negative slope rewards distance: the farthest key would win.
+        # (read back on the CPU only: elsewhere it would wait for the device)
+        if slopes.device.type == "cpu" and not bool(
+            (torch.isfinite(slopes) & (slopes >= 0)).all()
+        ):
+            raise ValueError(
+                f"{name} must hold finite slopes >= 0 (the bias is -m times"
+                f" the distance), got {slopes.tolist()}"
             )
         return slopes
     if not isinstance(slopes, int) or isinstance(slopes, bool):
@@ -295,6 +304,15 @@ def alibi_bias(
         (why left padding is harmless once the pads are masked).
     """
     slopes = as_slopes(slopes_or_n_heads)
+    check_flags(causal=causal, symmetric=symmetric)
+    if dtype is not None and (
+        not isinstance(dtype, torch.dtype) or not dtype.is_floating_point
+    ):
+        # -inf has no integer or bool form: int64 would hold -9.2e18 there.
+        raise TypeError(
+            "dtype must be None (the slopes' dtype) or a floating-point"
+            f" torch.dtype, got {dtype!r}"
+        )
     k_len = q_len if k_len is None else k_len
     q_offset, query_positions, key_positions, device = _bias_positions(
         q_len, k_len, q_offset, query_positions, key_positions, device, slopes

@@ -41,12 +41,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._checks import (
+    _check_bool,
     check_attention_mask,
     check_broadcasts,
     check_dropout,
+    check_dtype_matches,
     check_every_query_reads,
+    check_finite_float,
+    check_flags,
     check_non_negative_int,
     check_positive_int,
+    check_same_dtype,
     check_scale,
     check_tensor,
     check_token_mask,
@@ -127,12 +132,25 @@ def _check_bias(bias, target) -> None:
     check_broadcasts(bias, target, "bias")
 
 
+def _check_softmax_inputs(scores, mask) -> None:
+    """Float scores, and a bool mask (True = keep) that broadcasts to them."""
+    if not isinstance(scores, Tensor) or not scores.is_floating_point():
+        got = scores.dtype if isinstance(scores, Tensor) else type(scores)
+        raise TypeError(
+            f"scores must be a floating-point tensor [..., n], got {got}"
+        )
+    if mask is not None:
+        _check_bool(mask, "mask", "True = keep", "broadcastable to scores")
+        check_broadcasts(mask, scores.shape, "mask", "scores' shape")
+
+
 def _check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:
     """Checks q [..., q_len, d_k], k [..., k_len, d_k], v [..., k_len, d_v];
     returns the scores' shape."""
     check_tensor(q, "q", "[..., q_len, d_k]")
     check_tensor(k, "k", "[..., k_len, d_k]")
     check_tensor(v, "v", "[..., k_len, d_v]")
+    check_same_dtype(q=q, k=k, v=v)
     if same_d and k.shape[-1] != q.shape[-1]:
         raise ValueError(
             f"k must have the last dim d_k={q.shape[-1]} of q, got shape"
@@ -170,6 +188,7 @@ def masked_softmax(
     keep. Returns weights of the shape of ``scores``; a row with nothing left
     gets all zeros.
     """
+    _check_softmax_inputs(scores, mask)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     # A row that is all -inf would be exp(-inf) / sum = 0/0 = NaN. Zeroing it
@@ -222,6 +241,19 @@ def zero_padding(x: Tensor, token_mask: Tensor | None) -> Tensor:
     """
     if token_mask is None:
         return x
+    check_tensor(x, "x", "[batch, seq, ...]", min_ndim=2)
+    _check_bool(
+        token_mask,
+        "token_mask",
+        "True = real token",
+        f"[batch, seq] = {tuple(x.shape[:2])}",
+    )
+    if token_mask.shape != x.shape[:2]:
+        raise ValueError(
+            "token_mask must have shape [batch, seq] ="
+            f" {tuple(x.shape[:2])} (the first two dims of x), got"
+            f" {tuple(token_mask.shape)}"
+        )
     keep = token_mask.view(*token_mask.shape, *[1] * (x.dim() - 2))
     return torch.where(
         keep, x, torch.zeros((), dtype=x.dtype, device=x.device)
@@ -389,7 +421,7 @@ class SingleLayerAttention(nn.Module):
         super().__init__()
         self.d_k, self.negative_slope = (
             check_positive_int("d_k", d_k),
-            negative_slope,
+            check_finite_float("negative_slope", negative_slope),
         )
         self.weight = nn.Parameter(torch.empty(d_k, 1))
         nn.init.xavier_normal_(self.weight)
@@ -687,6 +719,11 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("n_heads", n_heads)
+        check_flags(
+            bias=bias,
+            causal=causal,
+            cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32,
+        )
         if d_model % n_heads != 0:
             raise ValueError(
                 f"d_model={d_model} must be divisible by n_heads={n_heads}"
@@ -970,6 +1007,7 @@ class MultiHeadAttention(nn.Module):
             ndim=3,
             width=self.d_model,
         )
+        check_dtype_matches(query, "query", self.q_proj)
         q, k, v = (
             self.split_heads(x)
             for x in self.project_qkv(query, query, query, True)
@@ -1008,6 +1046,8 @@ class MultiHeadAttention(nn.Module):
             ndim=3,
             width=self.vdim,
         )
+        check_same_dtype(query=query, key=key, value=value)
+        check_dtype_matches(query, "query", self.q_proj)
         if key.shape[0] != query.shape[0] or value.shape[:2] != key.shape[:2]:
             raise ValueError(
                 f"key and value must have shapes [batch={query.shape[0]},"

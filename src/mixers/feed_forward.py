@@ -50,7 +50,14 @@ import copy
 import torch
 from torch import nn
 
-from ._checks import check_bool, check_dropout, check_flags, check_positive_int
+from ._checks import (
+    check_bool,
+    check_dropout,
+    check_dtype_matches,
+    check_flags,
+    check_not_empty,
+    check_positive_int,
+)
 
 __all__ = [
     "ACTIVATIONS",
@@ -194,11 +201,13 @@ class FeedForward(nn.Module):
                 f"x must have shape [..., d_model={self.d_model}], got"
                 f" {tuple(x.shape)}"
             )
-        if x.numel() == 0:
-            raise ValueError(
-                "x must hold at least one position, got shape"
-                f" {tuple(x.shape)} (an empty sequence)"
+        if not x.is_floating_point():
+            raise TypeError(
+                f"x must be a floating-point tensor [..., d_model], got dtype"
+                f" {x.dtype} (token ids go through an embedding first)"
             )
+        check_not_empty(x, "x")
+        check_dtype_matches(x, "x", self.down_proj)
         if self.fused:
             gate, linear_branch = self.gate_up_proj(x).chunk(2, dim=-1)
             hidden = self.activation(gate) * linear_branch

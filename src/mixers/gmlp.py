@@ -407,6 +407,12 @@ def _diagonals(weight, causal):
     check_bool("causal", causal)
     n = weight.shape[0]
     w = weight.detach().to(torch.float64)
+    # a NaN or an infinity has no variance to explain: the score would be NaN
+    if not torch.isfinite(w).all():
+        raise ValueError(
+            "weight must hold finite numbers, got"
+            f" {int((~torch.isfinite(w)).sum())} NaN or infinite entries"
+        )
     positions = torch.arange(n, device=w.device)
     offset = positions[:, None] - positions[None, :]  # [seq, seq]: i - j
     if causal:

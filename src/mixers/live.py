@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from ._checks import check_int_in, check_positive_float
+from .results import _non_finite
 
 __all__ = [
     "VIEWS_JS",
@@ -53,7 +54,9 @@ def _site_html(view: str, props: dict, fallback: bytes | None, alt: str):
     """The output the site renders: props as JSON for the loader, and a static
     picture for readers without scripts."""
     # "</" would end the <script> early; JSON allows "<\/" for it.
-    data = json.dumps({"view": view, "props": props}, separators=(",", ":"))
+    data = json.dumps(
+        {"view": view, "props": props}, separators=(",", ":"), allow_nan=False
+    )
     data = data.replace("</", "<\\/")
     picture = ""
     if fallback is not None:
@@ -114,9 +117,15 @@ def live_view(view: str, props: dict, *, fallback=None, alt: str):
     if not isinstance(alt, str) or not alt.strip():
         raise ValueError("alt must say what the view shows, got an empty alt")
     try:
-        json.dumps(props)
-    except (TypeError, ValueError) as error:
+        json.dumps(props, allow_nan=False)
+    except TypeError as error:
         raise TypeError(f"props must be JSON (the page reads it): {error}")
+    except ValueError:
+        # a NaN would reach the page as NaN, which JSON.parse refuses
+        raise ValueError(
+            "props must hold finite numbers (the page parses them as JSON),"
+            f" but {_non_finite(props, 'props')}"
+        ) from None
     png = None
     if fallback is not None:
         png = figure_png(fallback, dpi=60, colours=48)
@@ -144,13 +153,35 @@ def encode_lower(weight: torch.Tensor) -> dict[str, Any]:
     causal spatial weights of gMLP are zero above the diagonal). An entry
     moves by at most ``scale / 254``; ``views.js``'s ``decodeLower`` reads it
     back."""
-    if weight.dim() != 2 or weight.shape[0] != weight.shape[1]:
+    if not isinstance(weight, torch.Tensor) or not (
+        weight.is_floating_point()
+    ):
+        got = (
+            f"dtype {weight.dtype}"
+            if isinstance(weight, torch.Tensor)
+            else type(weight).__name__
+        )
+        raise TypeError(
+            f"weight must be a floating-point tensor [n, n], got {got}"
+        )
+    if (
+        weight.dim() != 2
+        or weight.shape[0] != weight.shape[1]
+        or weight.shape[0] == 0
+    ):
         raise ValueError(
-            f"weight must be square [n, n], got {tuple(weight.shape)}"
+            f"weight must be square [n, n] with n >= 1, got"
+            f" {tuple(weight.shape)}"
         )
     n = weight.shape[0]
     rows, cols = torch.tril_indices(n, n)
     values = weight.detach().double().cpu()[rows, cols]
+    # one NaN would make the scale NaN and every entry 0
+    if not torch.isfinite(values).all():
+        raise ValueError(
+            "weight must hold finite numbers in its lower triangle, got"
+            f" {int((~torch.isfinite(values)).sum())} NaN or infinite"
+        )
     scale = float(values.abs().max()) or 1.0
     q = torch.round(values / scale * 127).to(torch.int8)
     data = base64.b64encode(q.numpy().tobytes()).decode("ascii")
@@ -255,6 +286,11 @@ def main(argv=None):
     )
     parser.add_argument("path", type=Path)
     args = parser.parse_args(argv)
+    if not args.path.parent.is_dir():
+        parser.error(
+            f"path: the folder {args.path.parent} does not exist (make it"
+            " first)"
+        )
     args.path.write_text(json.dumps(fixtures()))
     print(f"wrote {args.path}")
 

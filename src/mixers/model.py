@@ -68,6 +68,10 @@ __all__ = [
 ]
 
 
+#: The lowest sampling temperature ``generate`` takes.
+MIN_TEMPERATURE = 1e-6
+
+
 @dataclass
 class ModelConfig:
     """Everything needed to build a ``LanguageModel``.
@@ -568,7 +572,14 @@ class LanguageModel(nn.Module):
         """
         check_token_ids(idx, "idx", self.config.vocab_size)
         check_non_negative_int("max_new_tokens", max_new_tokens)
-        check_positive_float("temperature", temperature)
+        if check_positive_float("temperature", temperature) < MIN_TEMPERATURE:
+            # logits / temperature would overflow float32 to inf, and softmax
+            # of inf is NaN; so small a temperature is top_k=1 anyway
+            raise ValueError(
+                f"temperature must be at least {MIN_TEMPERATURE:g}, got"
+                f" {temperature:g} (for the most likely character every time,"
+                " pass top_k=1)"
+            )
         if top_k is not None:
             check_int_in("top_k", top_k, 1, self.config.vocab_size)
         if max_context is not None:

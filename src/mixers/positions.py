@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from ._checks import (
     check_even,
     check_finite_float,
+    check_not_empty,
     check_positive_float,
     check_positive_int,
 )
@@ -172,6 +173,7 @@ def _rotary_angles_shape(q_or_k, positions) -> tuple[int, ...]:
             f" even, got {tuple(q_or_k.shape)}"
         )
     seq = q_or_k.shape[-2]
+    check_not_empty(q_or_k, "q_or_k")
     if (
         not isinstance(positions, Tensor)
         or positions.dtype == torch.bool

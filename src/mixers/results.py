@@ -22,6 +22,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -136,12 +137,59 @@ def runs_dir() -> Path:
     return (_checkout() or Path.cwd()) / "runs"
 
 
+def _check_file_part(name: str, value) -> str:
+    """A name that stays one file in its folder: letters, digits, ``_``,
+    ``-`` and ``.``, not starting with a dot (``"../x"`` would write outside
+    the folder, ``"a/b"`` in another one)."""
+    if not isinstance(value, str) or not re.fullmatch(
+        r"[A-Za-z0-9_][A-Za-z0-9_.-]*", value
+    ):
+        raise ValueError(
+            f"{name} must be a plain file name (letters, digits, _ - and .,"
+            f" not starting with a dot; no folder), got {value!r}"
+        )
+    return value
+
+
 def results_path(
     name: str, profile: str, directory: Path | None = None
 ) -> Path:
     """``DIRECTORY/NAME-PROFILE.json``; ``directory`` defaults to the committed
-    ``results_dir()``."""
+    ``results_dir()``. ``name`` and ``profile`` are plain names, so the file
+    stays in the folder."""
+    _check_file_part("name", name)
+    _check_file_part("profile", profile)
     return Path(directory or results_dir()) / f"{name}-{profile}.json"
+
+
+def check_writable_dir(path: str | Path) -> Path:
+    """``path`` as a directory this process could write in, without making
+    it: an existing directory it may write in, or a missing one under such a
+    directory. A command line checks its ``--out`` so, and makes nothing
+    until every argument is known to be good (``writable_dir`` makes it)."""
+    # Path("") is Path("."): an empty --out would quietly mean "here"
+    if not isinstance(path, (str, Path)) or (
+        isinstance(path, str) and not path.strip()
+    ):
+        raise ValueError(
+            f"the results folder must be a non-empty path, got {path!r} (use"
+            " . for the current folder)"
+        )
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} exists and is not a directory")
+    existing = path.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(
+            f"cannot write results in {path}: {existing} is not a directory"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"cannot write results in {path}: {existing} is not writable"
+        )
+    return path
 
 
 def writable_dir(path: str | Path) -> Path:
@@ -149,9 +197,7 @@ def writable_dir(path: str | Path) -> Path:
     else a ValueError that says why. Checked before a run, so that hours of
     training are not lost at the end.
     """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{path} exists and is not a directory")
+    path = check_writable_dir(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write-test-{os.getpid()}"
@@ -257,6 +303,14 @@ def save_results(
     )
 
 
+class _NonFinite(ValueError):
+    """A ``NaN`` or ``Infinity`` met while reading JSON."""
+
+
+def _refuse_constant(text: str):
+    raise _NonFinite(text)
+
+
 class CorruptResults(ValueError):
     """A results file that is not a JSON object: cut short or edited by hand
     (this module writes atomically, so never by an interrupted run)."""
@@ -267,11 +321,16 @@ def read_results(path: str | Path) -> dict:
     the file, and where it stops making sense, if it is not a JSON object."""
     path = Path(path)
     try:
-        results = json.loads(path.read_text())
+        results = json.loads(path.read_text(), parse_constant=_refuse_constant)
     except UnicodeDecodeError as error:
         raise CorruptResults(
             f"{path} is not a results file: it is not UTF-8 text"
             f" ({error.reason} at byte {error.start})"
+        ) from None
+    except _NonFinite as error:
+        raise CorruptResults(
+            f"{path} is not a valid results file: it holds {error}, which"
+            " strict JSON (and this module's writer) refuses"
         ) from None
     except json.JSONDecodeError as error:
         raise CorruptResults(

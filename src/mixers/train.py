@@ -435,6 +435,7 @@ def evaluate(
     """
     check_positive_int("batches", batches)
     check_non_negative_int("seed", seed)
+    check_flags(amp=amp, cpu_amp=cpu_amp)
     device = device or next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     was_training = model.training
@@ -464,6 +465,7 @@ def evaluate_sequential(
 
     ``amp``/``cpu_amp``: bf16 autocast as in ``uses_bf16``.
     """
+    check_flags(amp=amp, cpu_amp=cpu_amp)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -886,17 +888,30 @@ def _check_arguments(
         raise TypeError(
             f"dataset must be a CharDataset, got {type(dataset).__name__}"
         )
-    if dataset.tokenizer.vocab_size > model.config.vocab_size:
+    if dataset.tokenizer.vocab_size != model.config.vocab_size:
+        # smaller: its ids would index past the embedding table; larger: the
+        # model could sample an id the tokenizer cannot decode
         raise ValueError(
             f"the dataset has {dataset.tokenizer.vocab_size} characters but"
-            f" the model's vocab_size={model.config.vocab_size}: its ids would"
-            " index past the embedding table (build the model with"
-            " vocab_size=dataset.tokenizer.vocab_size)"
+            f" the model's vocab_size={model.config.vocab_size}: build the"
+            " model with vocab_size=dataset.tokenizer.vocab_size"
         )
-    if config is not None and not isinstance(config, TrainConfig):
-        raise TypeError(
-            f"config must be a TrainConfig, got {type(config).__name__}"
-        )
+    if config is not None:
+        if not isinstance(config, TrainConfig):
+            raise TypeError(
+                f"config must be a TrainConfig, got {type(config).__name__}"
+            )
+        # checked again: a field set after construction was never checked
+        config.__post_init__()
+        # a window is seq_len inputs and their seq_len next characters
+        for split in ("train", "val"):
+            if len(getattr(dataset, split)) < config.seq_len + 1:
+                raise ValueError(
+                    f"dataset.{split} has {len(getattr(dataset, split))}"
+                    f" tokens: fewer than seq_len + 1 = {config.seq_len + 1},"
+                    " one window (lower TrainConfig.seq_len, or give the"
+                    " split more text)"
+                )
     check_bool("progress", progress)
     for name, text in (("profile", profile), ("description", description)):
         if not isinstance(text, str):
@@ -909,7 +924,7 @@ def _check_arguments(
 
 
 def build_model(
-    vocab_size: int, profile: Profile, **overrides
+    vocab_size: int, profile: Profile, /, **overrides
 ) -> LanguageModel:
     """A ``LanguageModel`` with the profile's sizes, any field overridden by
     keyword."""
@@ -917,6 +932,11 @@ def build_model(
         raise TypeError(
             "profile must be a Profile (get_profile(name) gives one), got"
             f" {profile!r}"
+        )
+    if "vocab_size" in overrides:
+        raise ValueError(
+            "vocab_size is not a model override: it is the dataset's"
+            " (dataset.tokenizer.vocab_size), given as the first argument"
         )
     return LanguageModel(
         ModelConfig(vocab_size=vocab_size, **{**profile.model, **overrides})

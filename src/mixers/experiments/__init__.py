@@ -10,7 +10,9 @@ replaces them.
 Every experiment survives an interruption the same way (``run_jobs``): it is a
 list of jobs, one per run, and the command line saves each run the moment it
 finishes to ``NAME-PROFILE.partial.json``; the same command, run again, resumes
-from there.
+from there. One run of an experiment writes into a folder at a time
+(``run_lock``); Ctrl-C and ``kill`` (SIGTERM) stop it alike, saying where its
+finished runs are (exit 130 and 143).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import multiprocessing
+import os
+import signal
 import sys
 import threading
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
@@ -32,7 +37,12 @@ from typing import Callable, Iterator
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_positive_int
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+from .._checks import check_bool, check_positive_int
 from ..data import CharDataset, sequential_windows
 from ..model import LanguageModel
 
@@ -41,6 +51,7 @@ from ..model import LanguageModel
 from ..results import (
     PROFILE_ORDER,  # noqa: F401
     CorruptResults,
+    check_writable_dir,
     load_results,  # noqa: F401
     provenance,
     read_results,  # noqa: F401
@@ -385,6 +396,88 @@ class SettingsMismatch(ValueError):
     run's."""
 
 
+class FolderInUse(RuntimeError):
+    """Another process is running the same experiment into the same
+    folder."""
+
+
+# -----------------------------------------------------------------------------
+# One run per experiment and folder. Two runs writing the same files would
+# race: each would train the same jobs, and the slower one's results would
+# replace the other's. So a run holds ``NAME-PROFILE.lock`` in its folder: an
+# advisory lock (``flock``) on that file, with its process id written inside
+# for the message. The operating system drops the lock when the process ends,
+# however it ends (SIGKILL included), so a file left by a killed run locks
+# nothing: the next run takes it over. (Where ``fcntl`` is missing, Windows,
+# runs are not locked.)
+
+
+def lock_path(name: str, profile: str, directory: str | Path) -> Path:
+    """``DIRECTORY/NAME-PROFILE.lock``: held while a run of ``name`` writes
+    there."""
+    return results_path(name, profile, Path(directory)).with_suffix(".lock")
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock file open on ``fd``, as its text says."""
+    text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+    return f"process {text}" if text.isdigit() else "another process"
+
+
+@contextmanager
+def run_lock(name: str, profile: str, directory: str | Path) -> Iterator[Path]:
+    """Hold ``lock_path`` for the block; a ``FolderInUse`` naming the process
+    that holds it already, and what to do, if another run does."""
+    path = lock_path(name, profile, directory)
+    if fcntl is None:
+        yield path
+        return
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise FolderInUse(
+                f"{holder} is already running {name} (profile {profile})"
+                f" into {Path(directory)} (it holds {path}): wait for it to"
+                f" finish, stop it (kill {holder.split()[-1]}; its finished"
+                " runs are kept and a rerun resumes them), or pass another"
+                " --out"
+            ) from None
+        # Locked, but the file may have been released and removed between
+        # open and flock: then lock the one now at the path.
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+@contextmanager
+def _folder_locked(directory: Path) -> Iterator[None]:
+    """Hold the folder's own lock for the block (a moment: one read and one
+    write of a progress file)."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
+
+
 @dataclass(frozen=True)
 class Experiment:
     """What an experiment runs: ``jobs``, each the values of ``fields`` in its
@@ -422,6 +515,7 @@ def save_runs(directory: str | Path, fresh: bool = False) -> Iterator[None]:
     and resume the runs saved there; ``fresh=True`` discards those first. The
     command line runs every experiment so.
     """
+    check_bool("fresh", fresh)
     token = _SAVING.set((Path(directory), fresh))
     try:
         yield
@@ -486,11 +580,36 @@ def load_partial(path: Path, experiment: Experiment) -> dict[tuple, dict]:
             " Rerun with the saved settings to resume, or start afresh"
             " (--fresh, or save_runs(..., fresh=True)), which discards them"
         )
-    runs = {experiment.job(run): run for run in saved.get("runs", [])}
+    try:
+        runs = {experiment.job(run): run for run in saved.get("runs", [])}
+    # a file edited by hand: a run without its fields, runs not a list
+    except (AttributeError, KeyError, TypeError):
+        raise CorruptResults(
+            f"{path} is not a progress file of {experiment.name}: its"
+            " \"runs\" must be a list of records, each with"
+            f" {', '.join(experiment.fields)}; move it away, or start afresh"
+            " with --fresh"
+        ) from None
     return {job: runs[job] for job in experiment.jobs if job in runs}
 
 
 def _save_partial(
+    path: Path, experiment: Experiment, done: dict[tuple, dict]
+) -> None:
+    """Merge ``done`` with the runs already in ``path`` and write them all.
+
+    Read and written under the folder's lock, so that two processes saving
+    at once each add their runs to the other's: a run finished elsewhere
+    joins ``done``, and none is lost to a file rewritten from one process's
+    memory.
+    """
+    with _folder_locked(path.parent):
+        for job, record in load_partial(path, experiment).items():
+            done.setdefault(job, record)
+        _write_partial(path, experiment, done)
+
+
+def _write_partial(
     path: Path, experiment: Experiment, done: dict[tuple, dict]
 ) -> None:
     runs = [done[job] for job in experiment.jobs if job in done]
@@ -742,10 +861,12 @@ def positive_int(text: str) -> int:
 
 
 def output_dir(text: str) -> Path:
-    """argparse type: a directory the results can be written in (created if
-    missing)."""
+    """argparse type: a directory the results can be written in. Not made
+    here: a command line refused later (a bad option, ``--workers`` where
+    the experiment has none) must leave no folder behind; ``run_saved`` makes
+    it."""
     try:
-        return writable_dir(text)
+        return check_writable_dir(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
@@ -779,8 +900,8 @@ def command_line(
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    # A string default goes through `type` too: the folder is checked (and
-    # made) before any run.
+    # A string default goes through `type` too: the folder is checked before
+    # any run, and made only once every argument is known to be good.
     parser.add_argument(
         "--out",
         type=output_dir,
@@ -904,10 +1025,11 @@ def run_saved(
     progress: bool = True,
     workers: int = 1,
 ) -> Path:
-    """``run(profile)`` with each finished run saved in ``out`` as it finishes
-    (``save_runs``), then its results written to ``out/NAME-PROFILE.json`` and
-    the partial file removed. ``workers`` > 1 goes to a ``run`` that takes it
-    (and is refused by one that does not).
+    """``run(profile)``, holding the folder's ``run_lock`` (a second run of
+    ``name`` into ``out`` is refused at its start), with each finished run
+    saved in ``out`` as it finishes (``save_runs``), then its results written
+    to ``out/NAME-PROFILE.json`` and the partial file removed. ``workers`` >
+    1 goes to a ``run`` that takes it (and is refused by one that does not).
     """
     options = {"progress": progress}
     if workers != 1:
@@ -916,11 +1038,13 @@ def run_saved(
                 f"--workers: the {name} experiment runs one job at a time"
             )
         options["workers"] = workers
-    with save_runs(out, fresh=fresh):
-        results = run(profile, **options)
-    written = save_results(name, profile, results, out)
-    # the results hold every run now
-    partial_path(name, profile, out).unlink(missing_ok=True)
+    out = writable_dir(out)
+    with run_lock(name, profile, out):
+        with save_runs(out, fresh=fresh):
+            results = run(profile, **options)
+        written = save_results(name, profile, results, out)
+        # the results hold every run now
+        partial_path(name, profile, out).unlink(missing_ok=True)
     return written
 
 
@@ -928,14 +1052,45 @@ def run_saved(
 def exits_cleanly(
     parser: argparse.ArgumentParser, path: Path
 ) -> Iterator[None]:
-    """A settings mismatch or a corrupt partial file exits 2 with its message;
-    Ctrl-C exits 130 saying where the finished runs are (``path``)."""
+    """A settings mismatch, a corrupt partial file or a folder in use by
+    another run exits 2 with its message; Ctrl-C (SIGINT) and ``kill``
+    (SIGTERM) both say where the finished runs are (``path``), and exit as a
+    shell reports a process those signals stopped: 130 and 143."""
     try:
-        yield
-    except (SettingsMismatch, CorruptResults) as error:
+        with _terminate_as_interrupt():
+            yield
+    except (SettingsMismatch, CorruptResults, FolderInUse) as error:
         parser.exit(2, f"error: {error}\n")
     # also while the results are written: that is atomic, the partial file is
     # whole
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         print(_interrupted(path), file=sys.stderr)
-        sys.exit(130)
+        sys.exit(128 + getattr(interrupt, "signal", signal.SIGINT))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, as Ctrl-C raises
+    ``KeyboardInterrupt``: the same ``finally`` blocks run."""
+
+    signal = signal.SIGTERM
+
+
+def _raise_terminated(signum, frame):
+    # Ctrl-C reaches the worker processes too; SIGTERM only this one
+    for child in multiprocessing.active_children():
+        child.terminate()
+    raise Terminated
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` inside the block (only the main thread
+    can set a handler; elsewhere the default stays)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)

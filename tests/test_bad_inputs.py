@@ -1,0 +1,1195 @@
+"""A table of bad and edge inputs to the public API, each with the error it must get: the type,
+and a message that names the argument (or what was expected). Issue 33's review found 41 inputs
+that were accepted silently or refused in torch's words; they are here (marked ``# 33``) beside
+the ones that were already refused well, so that none comes back. The command lines, the
+results files and the runs that share a folder have tests of their own
+(tests/test_runs_share_a_folder.py)."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from mixers import alibi, attention, feed_forward, gmlp, live, positions
+from mixers import results as results_module
+from mixers.attention import (
+    AdditiveAttention,
+    MultiHeadAttention,
+    SingleLayerAttention,
+    causal_mask,
+    dot_product_attention,
+    masked_softmax,
+    zero_padding,
+)
+from mixers.data import CharDataset, CharTokenizer, random_batch
+from mixers.model import LanguageModel, ModelConfig
+from mixers.train import (
+    TrainConfig,
+    build_model,
+    get_profile,
+    run_profile,
+    sample,
+    train,
+)
+
+NAN, INF = float("nan"), float("inf")
+TEXT = "the quick brown fox jumps over the lazy dog.\n" * 40
+
+
+def x(*shape, dtype=torch.float32):
+    return torch.randn(*shape).to(dtype)
+
+
+def ones(*shape):
+    return torch.ones(*shape, dtype=torch.bool)
+
+
+def tiny_model(vocab_size=None, **fields):
+    dataset = CharDataset.from_text(TEXT)
+    config = ModelConfig(
+        vocab_size=vocab_size or dataset.tokenizer.vocab_size,
+        block_size=8,
+        d_model=16,
+        n_layers=1,
+        n_heads=2,
+        **fields,
+    )
+    return LanguageModel(config), dataset
+
+
+def tiny_config(**fields):
+    return TrainConfig(
+        **{
+            "steps": 2,
+            "batch_size": 2,
+            "seq_len": 8,
+            "warmup_steps": 0,
+            "eval_interval": 1,
+            "eval_batches": 1,
+            **fields,
+        }
+    )
+
+
+def train_tiny(model_dataset, config):
+    model, dataset = model_dataset
+    return train(model, dataset, config, "cpu", progress=False)
+
+
+def changed_after_construction(**fields):
+    config = tiny_config()
+    for name, value in fields.items():
+        setattr(config, name, value)
+    return config
+
+
+def short_validation():
+    dataset = CharDataset.from_text(TEXT, val_fraction=0.005)  # 9 tokens
+    model, _ = tiny_model(vocab_size=dataset.tokenizer.vocab_size)
+    return model, dataset
+
+
+def torch_causal(t):
+    """torch.nn.MultiheadAttention's causal ``attn_mask``: True where reading is *blocked*."""
+    return torch.triu(ones(t, t), 1)
+
+
+def mha(**options):
+    return MultiHeadAttention(8, 2, **options)
+
+
+def bf16_input_to_float32_weights():
+    return mha()(x(1, 3, 8, dtype=torch.bfloat16))
+
+
+def read_text(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("results") / "demo-cpu.json"
+    path.write_text(text)
+    return results_module.read_results(path)
+
+
+CASES = [
+    # ---- Booleans checked as booleans ("no" is truthy).
+    (
+        "mha causal='no'",
+        lambda: mha(causal="no"),
+        TypeError,
+        r"causal must be a bool",
+    ),  # 33
+    (
+        "mha bias='no'",
+        lambda: mha(bias="no"),
+        TypeError,
+        r"bias must be a bool",
+    ),  # 33
+    (
+        "mha cpu_bf16_sdpa_in_float32='no'",  # 33
+        lambda: mha(cpu_bf16_sdpa_in_float32="no"),
+        TypeError,
+        r"cpu_bf16_sdpa_in_float32 must be a bool",
+    ),
+    (
+        "mha causal=1",
+        lambda: mha(causal=1),
+        TypeError,
+        r"causal must be a bool",
+    ),
+    (
+        "alibi_bias causal='no'",
+        lambda: alibi.alibi_bias(2, 4, causal="no"),
+        TypeError,
+        r"causal must be a bool",
+    ),  # 33
+    (
+        "alibi_bias symmetric='yes'",
+        lambda: alibi.alibi_bias(2, 4, symmetric="yes"),
+        TypeError,
+        r"symmetric must be a bool",
+    ),
+    (
+        "AlibiMultiHeadAttention causal='no'",
+        lambda: alibi.AlibiMultiHeadAttention(8, 2, causal="no"),
+        TypeError,
+        r"causal must be a bool",
+    ),
+    (
+        "RotaryMultiHeadAttention causal='no'",
+        lambda: positions.RotaryMultiHeadAttention(8, 2, causal="no"),
+        TypeError,
+        r"causal must be a bool",
+    ),
+    (
+        "FeedForward gated='no'",
+        lambda: feed_forward.FeedForward(8, 16, gated="no"),
+        TypeError,
+        r"gated must be a bool",
+    ),
+    (
+        "FeedForward fused=1",
+        lambda: feed_forward.FeedForward(8, 16, gated=True, fused=1),
+        TypeError,
+        r"fused must be a bool",
+    ),
+    (
+        "SpatialGatingUnit causal='no'",
+        lambda: gmlp.SpatialGatingUnit(8, 4, causal="no"),
+        TypeError,
+        r"causal must be a bool",
+    ),
+    (
+        "toeplitz_score causal='no'",
+        lambda: gmlp.toeplitz_score(x(4, 4), causal="no"),
+        TypeError,
+        r"causal must be a bool",
+    ),
+    (
+        "TrainConfig compile='no'",
+        lambda: TrainConfig(compile="no"),
+        TypeError,
+        r"compile must be a bool",
+    ),
+    (
+        "TrainConfig amp=None",
+        lambda: TrainConfig(amp=None),
+        TypeError,
+        r"amp must be a bool",
+    ),
+    # ---- ALiBi's bias: dtypes and slopes that would give a wrong answer.
+    (
+        "alibi_bias dtype=long",
+        lambda: alibi.alibi_bias(2, 4, dtype=torch.long),
+        TypeError,
+        r"dtype must be .* floating-point",
+    ),  # 33
+    (
+        "alibi_bias dtype=bool",
+        lambda: alibi.alibi_bias(2, 4, dtype=torch.bool),
+        TypeError,
+        r"dtype must be .* floating-point",
+    ),  # 33
+    (
+        "alibi_bias dtype='float32'",
+        lambda: alibi.alibi_bias(2, 4, dtype="float32"),
+        TypeError,
+        r"dtype must be",
+    ),
+    (
+        "alibi_bias negative slopes",  # 33
+        lambda: alibi.alibi_bias(torch.tensor([0.5, -0.25]), 4),
+        ValueError,
+        r"slopes_or_n_heads must hold finite slopes >= 0",
+    ),
+    (
+        "alibi_bias NaN slope",
+        lambda: alibi.alibi_bias(torch.tensor([0.5, NAN]), 4),
+        ValueError,
+        r"slopes_or_n_heads must hold finite slopes",
+    ),
+    (
+        "alibi_bias int slopes tensor",
+        lambda: alibi.alibi_bias(torch.tensor([1, 2]), 4),
+        ValueError,
+        r"slopes_or_n_heads must be",
+    ),
+    (
+        "alibi_bias n_heads=0",
+        lambda: alibi.alibi_bias(0, 4),
+        ValueError,
+        r"slopes_or_n_heads must be a positive int",
+    ),
+    (
+        "alibi_bias n_heads=True",
+        lambda: alibi.alibi_bias(True, 4),
+        TypeError,
+        r"slopes_or_n_heads must be",
+    ),
+    (
+        "alibi_bias q_len=0",
+        lambda: alibi.alibi_bias(2, 0),
+        ValueError,
+        r"q_len must be a positive int",
+    ),
+    (
+        "alibi_bias q_offset=-1",
+        lambda: alibi.alibi_bias(2, 4, q_offset=-1),
+        ValueError,
+        r"q_offset must be an int >= 0",
+    ),
+    (
+        "alibi_bias q_len > k_len",
+        lambda: alibi.alibi_bias(2, 5, 3),
+        ValueError,
+        r"q_len=5 > k_len=3",
+    ),
+    (
+        "alibi_bias bool key_positions",
+        lambda: alibi.alibi_bias(2, 4, key_positions=ones(4)),
+        TypeError,
+        r"key_positions must hold integer or floating-point positions",
+    ),
+    (
+        "alibi_bias key_positions wrong length",
+        lambda: alibi.alibi_bias(2, 4, key_positions=torch.arange(3)),
+        ValueError,
+        r"key_positions must have shape",
+    ),
+    (
+        "alibi_slopes 0",
+        lambda: alibi.alibi_slopes(0),
+        ValueError,
+        r"n_heads must be a positive int",
+    ),
+    (
+        "alibi_slopes 2.0",
+        lambda: alibi.alibi_slopes(2.0),
+        TypeError,
+        r"n_heads must be a positive int",
+    ),
+    # ---- Masks: True where reading is allowed.
+    (
+        "dot_product_attention torch's causal mask",  # 33
+        lambda: dot_product_attention(
+            x(4, 8), x(4, 8), x(4, 8), mask=torch_causal(4)
+        ),
+        ValueError,
+        r"mask leaves a real query with no key to attend to \(query 3, in every sample\).*tril, not triu",
+    ),
+    (
+        "mha torch's causal mask with some padding",  # 33
+        lambda: mha()(
+            x(2, 4, 8),
+            mask=torch_causal(4),
+            token_mask=torch.tensor(
+                [[True, True, True, False], [True, True, False, False]]
+            ),
+        ),
+        ValueError,
+        r"mask leaves a real query with no key to attend to \(query 3",
+    ),
+    (
+        "mha a mask that allows nothing",
+        lambda: mha()(x(1, 3, 8), mask=torch.zeros(3, 3, dtype=torch.bool)),
+        ValueError,
+        r"mask allows no query to attend to any key",
+    ),
+    (
+        "dot_product_attention float mask",
+        lambda: dot_product_attention(
+            x(3, 4), x(3, 4), x(3, 4), mask=torch.ones(3, 3)
+        ),
+        TypeError,
+        r"mask must be a bool",
+    ),
+    (
+        "dot_product_attention mask of the wrong shape",
+        lambda: dot_product_attention(
+            x(3, 4), x(3, 4), x(3, 4), mask=ones(2, 3)
+        ),
+        ValueError,
+        r"mask of shape \(2, 3\) does not broadcast",
+    ),
+    (
+        "dot_product_attention 3-d mask for 4-d scores",
+        lambda: dot_product_attention(
+            x(2, 2, 3, 4), x(2, 2, 3, 4), x(2, 2, 3, 4), mask=ones(2, 3, 3)
+        ),
+        ValueError,
+        r"mask must be \[q_len, k_len\] or \[batch\|1, heads\|1, q_len, k_len\]",
+    ),
+    (
+        "mha token_mask all padding",
+        lambda: mha()(
+            x(1, 3, 8), token_mask=torch.zeros(1, 3, dtype=torch.bool)
+        ),
+        ValueError,
+        r"token_mask has a sample with no real token",
+    ),
+    (
+        "mha int token_mask",
+        lambda: mha()(
+            x(1, 3, 8), token_mask=torch.ones(1, 3, dtype=torch.long)
+        ),
+        TypeError,
+        r"token_mask must be a bool tensor",
+    ),
+    (
+        "mha token_mask wrong shape",
+        lambda: mha()(x(1, 3, 8), token_mask=ones(1, 4)),
+        ValueError,
+        r"token_mask must have shape",
+    ),
+    (
+        "masked_softmax float mask",
+        lambda: masked_softmax(x(2, 3), torch.ones(2, 3)),
+        TypeError,
+        r"mask must be a bool tensor",
+    ),  # 33
+    (
+        "masked_softmax mask of the wrong shape",
+        lambda: masked_softmax(x(2, 3), ones(4, 3)),
+        ValueError,
+        r"mask of shape \(4, 3\) does not broadcast",
+    ),
+    (
+        "masked_softmax int scores",
+        lambda: masked_softmax(torch.ones(2, 3, dtype=torch.long)),
+        TypeError,
+        r"scores must be a floating-point tensor",
+    ),
+    (
+        "zero_padding mask of the wrong shape",
+        lambda: zero_padding(x(2, 3, 4), ones(2, 5)),
+        ValueError,
+        r"token_mask must have shape \[batch, seq\] = \(2, 3\)",
+    ),  # 33
+    (
+        "zero_padding float mask",
+        lambda: zero_padding(x(2, 3, 4), torch.ones(2, 3)),
+        TypeError,
+        r"token_mask must be a bool tensor",
+    ),
+    (
+        "causal_mask q_len=0",
+        lambda: causal_mask(0),
+        ValueError,
+        r"q_len must be a positive int",
+    ),
+    (
+        "causal_mask k_len < q_len",
+        lambda: causal_mask(5, 3),
+        ValueError,
+        r"k_len=3",
+    ),
+    (
+        "causal_mask q_offset=-1",
+        lambda: causal_mask(3, 4, q_offset=-1),
+        ValueError,
+        r"q_offset must be a non-negative int",
+    ),
+    # ---- Tensors: kinds, dtypes and sizes.
+    (
+        "dot_product_attention mixed dtypes",
+        lambda: dot_product_attention(
+            x(3, 4), x(3, 4, dtype=torch.float64), x(3, 4)
+        ),
+        TypeError,
+        r"q, k, v must share one dtype",
+    ),  # 33
+    (
+        "dot_product_attention int q",
+        lambda: dot_product_attention(
+            torch.ones(3, 4, dtype=torch.long), x(3, 4), x(3, 4)
+        ),
+        TypeError,
+        r"q must be a floating-point tensor",
+    ),
+    (
+        "dot_product_attention a list",
+        lambda: dot_product_attention([[1.0]], x(3, 4), x(3, 4)),
+        TypeError,
+        r"q must be a torch.Tensor",
+    ),
+    (
+        "dot_product_attention 1-d q",
+        lambda: dot_product_attention(x(4), x(3, 4), x(3, 4)),
+        ValueError,
+        r"q must have shape",
+    ),
+    (
+        "dot_product_attention k width",
+        lambda: dot_product_attention(x(3, 4), x(3, 5), x(3, 4)),
+        ValueError,
+        r"k must have the last dim d_k=4",
+    ),
+    (
+        "dot_product_attention v length",
+        lambda: dot_product_attention(x(3, 4), x(3, 4), x(2, 4)),
+        ValueError,
+        r"v must have shape \[\.\.\., k_len=3",
+    ),
+    (
+        "dot_product_attention empty sequence",
+        lambda: dot_product_attention(x(0, 4), x(3, 4), x(3, 4)),
+        ValueError,
+        r"q must hold at least one position.*an empty sequence",
+    ),
+    (
+        "dot_product_attention dropout_p=1",
+        lambda: dot_product_attention(
+            x(3, 4), x(3, 4), x(3, 4), dropout_p=1.0
+        ),
+        ValueError,
+        r"dropout_p must be a probability",
+    ),
+    (
+        "dot_product_attention scale=0",
+        lambda: dot_product_attention(x(3, 4), x(3, 4), x(3, 4), scale=0.0),
+        ValueError,
+        r"scale must be None",
+    ),
+    (
+        "dot_product_attention scale=nan",
+        lambda: dot_product_attention(x(3, 4), x(3, 4), x(3, 4), scale=NAN),
+        ValueError,
+        r"scale must be None",
+    ),
+    (
+        "dot_product_attention bool bias",
+        lambda: dot_product_attention(
+            x(3, 4), x(3, 4), x(3, 4), bias=ones(3, 3)
+        ),
+        TypeError,
+        r"bias must be a floating-point",
+    ),
+    (
+        "mha a batch of 0",
+        lambda: mha()(x(0, 3, 8)),
+        ValueError,
+        r"query must hold at least one position.*an empty batch",
+    ),  # 33
+    (
+        "mha an empty sequence",
+        lambda: mha()(x(2, 0, 8)),
+        ValueError,
+        r"query must hold at least one position.*an empty sequence",
+    ),
+    (
+        "mha float32 weights, bf16 input",
+        bf16_input_to_float32_weights,
+        TypeError,
+        r"query has dtype torch.bfloat16 but the layer's weights are torch.float32",
+    ),  # 33
+    (
+        "mha mixed query and key dtypes",
+        lambda: mha()(x(1, 3, 8), x(1, 3, 8, dtype=torch.float64)),
+        TypeError,
+        r"query, key, value must share one dtype",
+    ),
+    (
+        "mha wrong width",
+        lambda: mha()(x(1, 3, 7)),
+        ValueError,
+        r"query must have shape \[batch, q_len, d_model=8\]",
+    ),
+    (
+        "mha 2-d query",
+        lambda: mha()(x(3, 8)),
+        ValueError,
+        r"query must have shape",
+    ),
+    (
+        "mha int query",
+        lambda: mha()(torch.ones(1, 3, 8, dtype=torch.long)),
+        TypeError,
+        r"query must be a floating-point tensor",
+    ),
+    (
+        "mha d_model not divisible",
+        lambda: MultiHeadAttention(10, 3),
+        ValueError,
+        r"d_model=10 must be divisible by n_heads=3",
+    ),
+    (
+        "mha n_heads=0",
+        lambda: MultiHeadAttention(8, 0),
+        ValueError,
+        r"n_heads must be a positive int",
+    ),
+    (
+        "mha dropout=1",
+        lambda: mha(dropout=1.0),
+        ValueError,
+        r"dropout must be a probability",
+    ),
+    (
+        "mha backend='fast'",
+        lambda: mha(backend="fast"),
+        ValueError,
+        r"backend must be one of",
+    ),
+    (
+        "mha scale=-1",
+        lambda: mha(scale=-1.0),
+        ValueError,
+        r"scale must be None",
+    ),
+    (
+        "mha cache with a mask",
+        lambda: mha()(x(1, 1, 8), mask=ones(1, 1), cache=attention.KVCache()),
+        ValueError,
+        r"cache is for decoding",
+    ),
+    (
+        "mha cache of the wrong type",
+        lambda: mha()(x(1, 1, 8), cache={}),
+        TypeError,
+        r"cache must be a mixers.attention.KVCache",
+    ),
+    (
+        "SingleLayerAttention negative_slope='x'",
+        lambda: SingleLayerAttention(4, negative_slope="x"),
+        TypeError,
+        r"negative_slope must be a finite float",
+    ),  # 33
+    (
+        "SingleLayerAttention negative_slope=nan",
+        lambda: SingleLayerAttention(4, negative_slope=NAN),
+        ValueError,
+        r"negative_slope must be a finite float",
+    ),  # 33
+    (
+        "SingleLayerAttention d_k mismatch",
+        lambda: SingleLayerAttention(4)(x(3, 5), x(3, 5), x(3, 5)),
+        ValueError,
+        r"q must have shape \[\.\.\., q_len, d_k=4\]",
+    ),
+    (
+        "AdditiveAttention d_hidden=0",
+        lambda: AdditiveAttention(4, 4, 0),
+        ValueError,
+        r"d_hidden must be a positive int",
+    ),
+    (
+        "FeedForward int input",
+        lambda: feed_forward.FeedForward(8, 16)(
+            torch.ones(2, 3, 8, dtype=torch.long)
+        ),
+        TypeError,
+        r"x must be a floating-point tensor",
+    ),  # 33
+    (
+        "FeedForward a batch of 0",
+        lambda: feed_forward.FeedForward(8, 16)(x(0, 3, 8)),
+        ValueError,
+        r"x must hold at least one position.*an empty batch",
+    ),
+    (
+        "FeedForward bf16 input",
+        lambda: feed_forward.FeedForward(8, 16)(
+            x(2, 3, 8, dtype=torch.bfloat16)
+        ),
+        TypeError,
+        r"x has dtype torch.bfloat16 but the layer's weights",
+    ),
+    (
+        "FeedForward wrong width",
+        lambda: feed_forward.FeedForward(8, 16)(x(2, 3, 7)),
+        ValueError,
+        r"x must have shape \[\.\.\., d_model=8\]",
+    ),
+    (
+        "FeedForward a list",
+        lambda: feed_forward.FeedForward(8, 16)([1.0]),
+        TypeError,
+        r"x must be a torch.Tensor",
+    ),
+    (
+        "FeedForward fused without gated",
+        lambda: feed_forward.FeedForward(8, 16, fused=True),
+        ValueError,
+        r"fused=True needs gated=True",
+    ),
+    (
+        "FeedForward activation='relu6'",
+        lambda: feed_forward.FeedForward(8, 16, activation="nope"),
+        ValueError,
+        r"activation",
+    ),
+    (
+        "FeedForward d_ff=0",
+        lambda: feed_forward.FeedForward(8, 0),
+        ValueError,
+        r"d_ff must be a positive int",
+    ),
+    # ---- Positions.
+    (
+        "rotary_embedding empty sequence",
+        lambda: positions.rotary_embedding(x(1, 2, 0, 4), torch.arange(0)),
+        ValueError,
+        r"q_or_k must hold at least one position.*an empty sequence",
+    ),  # 33
+    (
+        "rotary_embedding odd d_head",
+        lambda: positions.rotary_embedding(x(1, 2, 3, 5), torch.arange(3)),
+        ValueError,
+        r"d_head\s+even",
+    ),
+    (
+        "rotary_embedding int input",
+        lambda: positions.rotary_embedding(
+            torch.ones(1, 2, 3, 4, dtype=torch.long), torch.arange(3)
+        ),
+        TypeError,
+        r"q_or_k must be a floating-point tensor",
+    ),
+    (
+        "rotary_embedding bool positions",
+        lambda: positions.rotary_embedding(x(1, 2, 3, 4), ones(3)),
+        TypeError,
+        r"positions must be an int or float tensor",
+    ),
+    (
+        "rotary_embedding base=0",
+        lambda: positions.rotary_embedding(
+            x(1, 2, 3, 4), torch.arange(3), base=0.0
+        ),
+        ValueError,
+        r"base must be a positive finite float",
+    ),
+    (
+        "rotary_embedding base=inf",
+        lambda: positions.rotary_embedding(
+            x(1, 2, 3, 4), torch.arange(3), base=INF
+        ),
+        ValueError,
+        r"base must be a positive finite float",
+    ),
+    (
+        "sinusoidal_table odd d_model",
+        lambda: positions.sinusoidal_table(4, 5),
+        ValueError,
+        r"d_model must be even",
+    ),
+    (
+        "LearnedPositions max_len=0",
+        lambda: positions.LearnedPositions(8, 0),
+        ValueError,
+        r"max_len must be a positive int",
+    ),
+    (
+        "build_positions 'none!'",
+        lambda: positions.build_positions("absolute", 8, 4),
+        ValueError,
+        r"must be one of",
+    ),
+    # ---- gMLP and its Toeplitz measures.
+    (
+        "toeplitz_score NaN weight",
+        lambda: gmlp.toeplitz_score(torch.full((3, 3), NAN)),
+        ValueError,
+        r"weight must hold finite numbers",
+    ),  # 33
+    (
+        "toeplitz_score inf weight",
+        lambda: gmlp.toeplitz_score(torch.eye(3) * INF),
+        ValueError,
+        r"weight must hold finite numbers",
+    ),  # 33
+    (
+        "diagonal_means NaN weight",
+        lambda: gmlp.diagonal_means(torch.full((3, 3), NAN)),
+        ValueError,
+        r"weight must hold finite numbers",
+    ),
+    (
+        "toeplitz_score not square",
+        lambda: gmlp.toeplitz_score(x(3, 4)),
+        ValueError,
+        r"weight must be a square matrix",
+    ),
+    (
+        "toeplitz_score a list",
+        lambda: gmlp.toeplitz_score([[1.0]]),
+        TypeError,
+        r"weight must be a torch.Tensor",
+    ),
+    (
+        "SpatialGatingUnit odd d_z",
+        lambda: gmlp.SpatialGatingUnit(7, 4),
+        ValueError,
+        r"d_z must be even",
+    ),
+    (
+        "SpatialGatingUnit too long",
+        lambda: gmlp.SpatialGatingUnit(8, 4)(x(1, 5, 8)),
+        ValueError,
+        r"seq",
+    ),
+    (
+        "SpatialGatingUnit eps=0",
+        lambda: gmlp.SpatialGatingUnit(8, 4, eps=0.0),
+        ValueError,
+        r"eps must be a positive finite float",
+    ),
+    # ---- The model, its config and sampling.
+    (
+        "ModelConfig vocab_size=0",
+        lambda: ModelConfig(vocab_size=0),
+        ValueError,
+        r"vocab_size must be a positive int",
+    ),
+    (
+        "ModelConfig token_mixer='lstm'",
+        lambda: ModelConfig(vocab_size=4, token_mixer="lstm"),
+        ValueError,
+        r"unknown token_mixer 'lstm'; registered",
+    ),
+    (
+        "ModelConfig d_model % n_heads",
+        lambda: ModelConfig(vocab_size=4, d_model=10, n_heads=3),
+        ValueError,
+        r"d_model \(10\) must be divisible by n_heads \(3\)",
+    ),
+    (
+        "ModelConfig dropout=nan",
+        lambda: ModelConfig(vocab_size=4, dropout=NAN),
+        ValueError,
+        r"dropout must be a probability",
+    ),
+    (
+        "ModelConfig alibi with learned positions",
+        lambda: ModelConfig(
+            vocab_size=4, token_mixer="alibi", positions="learned"
+        ),
+        ValueError,
+        r"encodes positions itself",
+    ),
+    (
+        "model ids out of range",
+        lambda: tiny_model()[0](torch.full((1, 3), 999)),
+        ValueError,
+        r"idx holds token ids",
+    ),
+    (
+        "model float ids",
+        lambda: tiny_model()[0](x(1, 3)),
+        TypeError,
+        r"idx must be an int64 tensor",
+    ),
+    (
+        "generate temperature=1e-45",
+        lambda: tiny_model()[0].generate(
+            torch.zeros(1, 1, dtype=torch.long), 1, temperature=1e-45
+        ),
+        ValueError,
+        r"temperature must be at least 1e-06",
+    ),  # 33
+    (
+        "generate temperature=0",
+        lambda: tiny_model()[0].generate(
+            torch.zeros(1, 1, dtype=torch.long), 1, temperature=0.0
+        ),
+        ValueError,
+        r"temperature must be a positive finite float",
+    ),
+    (
+        "generate top_k=0",
+        lambda: tiny_model()[0].generate(
+            torch.zeros(1, 1, dtype=torch.long), 1, top_k=0
+        ),
+        ValueError,
+        r"top_k must be an int in",
+    ),
+    (
+        "generate max_new_tokens=-1",
+        lambda: tiny_model()[0].generate(
+            torch.zeros(1, 1, dtype=torch.long), -1
+        ),
+        ValueError,
+        r"max_new_tokens must be a non-negative int",
+    ),
+    (
+        "sample temperature=1e-45",
+        lambda: sample(*tiny_model(), temperature=1e-45),
+        ValueError,
+        r"temperature must be at least",
+    ),  # 33
+    (
+        "sample empty prompt",
+        lambda: sample(*tiny_model(), prompt=""),
+        ValueError,
+        r"prompt must be a non-empty str",
+    ),
+    (
+        "sample seed=-1",
+        lambda: sample(*tiny_model(), seed=-1),
+        ValueError,
+        r"seed must be a non-negative int",
+    ),
+    (
+        "sample prompt outside the vocabulary",
+        lambda: sample(*tiny_model(), prompt="Z"),
+        ValueError,
+        r"text contains characters outside the vocabulary",
+    ),
+    (
+        "sample a model larger than the vocabulary",
+        lambda: sample(*tiny_model(vocab_size=99), max_new_tokens=50),
+        ValueError,
+        r"the model's vocab_size=99: build the model with vocab_size=dataset",
+    ),  # 33
+    (
+        "sample a model smaller than the vocabulary",
+        lambda: sample(*tiny_model(vocab_size=5)),
+        ValueError,
+        r"the model's vocab_size=5",
+    ),
+    (
+        "build_model vocab_size override",
+        lambda: build_model(65, get_profile("smoke"), vocab_size=80),
+        ValueError,
+        r"vocab_size is not a model override",
+    ),  # 33
+    (
+        "run_profile vocab_size in model_overrides",  # 33
+        lambda: run_profile(
+            CharDataset.from_text(TEXT),
+            "smoke",
+            model_overrides={"vocab_size": 80},
+            progress=False,
+        ),
+        ValueError,
+        r"vocab_size is not a model override",
+    ),
+    (
+        "build_model profile name",
+        lambda: build_model(65, "smoke"),
+        TypeError,
+        r"profile must be a Profile",
+    ),
+    # ---- Training: checked before the first step.
+    (
+        "train a model larger than the vocabulary",
+        lambda: train_tiny(tiny_model(vocab_size=99), tiny_config()),
+        ValueError,
+        r"vocab_size=99",
+    ),  # 33
+    (
+        "train a validation split shorter than seq_len",
+        lambda: train_tiny(short_validation(), tiny_config(seq_len=16)),
+        ValueError,
+        r"dataset.val has 9 tokens: fewer than seq_len \+ 1 = 17",
+    ),  # 33
+    (
+        "train a config changed after construction",
+        lambda: train_tiny(tiny_model(), changed_after_construction(steps=0)),
+        ValueError,
+        r"steps must be a positive int",
+    ),  # 33
+    (
+        "train lr changed to nan",
+        lambda: train_tiny(tiny_model(), changed_after_construction(lr=NAN)),
+        ValueError,
+        r"lr must be a positive finite float",
+    ),
+    (
+        "train progress='no'",
+        lambda: train(*tiny_model(), tiny_config(), "cpu", progress="no"),
+        TypeError,
+        r"progress must be a bool",
+    ),
+    (
+        "train a dict config",
+        lambda: train(*tiny_model(), {"steps": 2}, "cpu"),
+        TypeError,
+        r"config must be a TrainConfig",
+    ),
+    (
+        "train a callback that is not callable",
+        lambda: train(
+            *tiny_model(), tiny_config(), "cpu", progress=False, callback=3
+        ),
+        TypeError,
+        r"callback must be None or a callable",
+    ),
+    (
+        "TrainConfig steps=0",
+        lambda: TrainConfig(steps=0),
+        ValueError,
+        r"steps must be a positive int",
+    ),
+    (
+        "TrainConfig lr=nan",
+        lambda: TrainConfig(lr=NAN),
+        ValueError,
+        r"lr must be a positive finite float",
+    ),
+    (
+        "TrainConfig lr=-1",
+        lambda: TrainConfig(lr=-1.0),
+        ValueError,
+        r"lr must be a positive finite float",
+    ),
+    (
+        "TrainConfig warmup > steps",
+        lambda: TrainConfig(steps=10, warmup_steps=20),
+        ValueError,
+        r"warmup_steps must lie in \[0, steps=10\]",
+    ),
+    (
+        "TrainConfig betas one float",
+        lambda: TrainConfig(betas=(0.9,)),
+        ValueError,
+        r"betas must be two floats",
+    ),
+    (
+        "TrainConfig betas[1]=1",
+        lambda: TrainConfig(betas=(0.9, 1.0)),
+        ValueError,
+        r"betas\[1\] must be a float in \[0, 1\)",
+    ),
+    (
+        "TrainConfig min_lr_ratio=2",
+        lambda: TrainConfig(min_lr_ratio=2.0),
+        ValueError,
+        r"min_lr_ratio must be a float in \[0, 1\]",
+    ),
+    (
+        "TrainConfig grad_clip=nan",
+        lambda: TrainConfig(grad_clip=NAN),
+        ValueError,
+        r"grad_clip must be a non-negative finite float",
+    ),
+    (
+        "TrainConfig seed=-1",
+        lambda: TrainConfig(seed=-1),
+        ValueError,
+        r"seed must be a non-negative int",
+    ),
+    (
+        "TrainConfig batch_size='32'",
+        lambda: TrainConfig(batch_size="32"),
+        TypeError,
+        r"batch_size must be a positive int",
+    ),
+    (
+        "get_profile 'huge'",
+        lambda: get_profile("huge"),
+        ValueError,
+        r"must be one of",
+    ),
+    # ---- Data.
+    (
+        "CharTokenizer empty text",
+        lambda: CharTokenizer(""),
+        ValueError,
+        r"text must be a non-empty str",
+    ),
+    (
+        "CharTokenizer.encode bytes",
+        lambda: CharTokenizer("ab").encode(b"ab"),
+        TypeError,
+        r"text must be a str",
+    ),
+    (
+        "CharTokenizer.decode out of range",
+        lambda: CharTokenizer("ab").decode([5]),
+        ValueError,
+        r"ids must be ints in \[0, 2\)",
+    ),
+    (
+        "CharDataset val_fraction=1",
+        lambda: CharDataset.from_text(TEXT, val_fraction=1.0),
+        ValueError,
+        r"val_fraction must be a float in \(0, 1\)",
+    ),
+    (
+        "random_batch seq_len too long",
+        lambda: random_batch(torch.arange(5), 2, 5),
+        ValueError,
+        r"seq_len=5 needs at least 6 tokens",
+    ),
+    (
+        "random_batch float data",
+        lambda: random_batch(x(10), 2, 3),
+        TypeError,
+        r"data must be a 1-d int64 tensor",
+    ),
+    (
+        "random_batch batch_size=0",
+        lambda: random_batch(torch.arange(10), 0, 3),
+        ValueError,
+        r"batch_size must be a positive int",
+    ),
+    # ---- Results files and live views: finite numbers only, names that stay in their folder.
+    (
+        "save_results name '../x'",
+        lambda: results_module.save_results("../x", "cpu", {}, None),
+        ValueError,
+        r"name must be a plain file name",
+    ),  # 33
+    (
+        "save_results profile 'a/b'",
+        lambda: results_module.results_path("demo", "a/b"),
+        ValueError,
+        r"profile must be a plain file name",
+    ),
+    (
+        "save_results NaN",
+        lambda: results_module.to_json({"loss": NAN}),
+        ValueError,
+        r"results must be finite numbers.*\['loss'\] = nan",
+    ),
+    (
+        "live_view NaN prop",
+        lambda: live.live_view(
+            "softmax", {"scores": [1.0, NAN]}, alt="a view"
+        ),
+        ValueError,
+        r"props must hold finite numbers.*props\['scores'\]\[1\] = nan",
+    ),  # 33
+    (
+        "live_view inf prop",
+        lambda: live.live_view("softmax", {"scale": INF}, alt="a view"),
+        ValueError,
+        r"props must hold finite numbers.*props\['scale'\] = inf",
+    ),  # 33
+    (
+        "live_view unknown view",
+        lambda: live.live_view("pie", {}, alt="a view"),
+        ValueError,
+        r"view must be one of",
+    ),
+    (
+        "live_view empty alt",
+        lambda: live.live_view("softmax", {}, alt=" "),
+        ValueError,
+        r"alt must say what the view shows",
+    ),
+    (
+        "live_view props a list",
+        lambda: live.live_view("softmax", [], alt="a view"),
+        TypeError,
+        r"props must be a dict",
+    ),
+    (
+        "live_view props not JSON",
+        lambda: live.live_view("softmax", {"x": object()}, alt="a view"),
+        TypeError,
+        r"props must be JSON",
+    ),
+    (
+        "encode_lower NaN",
+        lambda: live.encode_lower(torch.tensor([[NAN, 0.0], [1.0, 2.0]])),
+        ValueError,
+        r"weight must hold finite numbers",
+    ),  # 33
+    (
+        "encode_lower inf",
+        lambda: live.encode_lower(torch.tensor([[1.0, 0.0], [INF, 2.0]])),
+        ValueError,
+        r"weight must hold finite numbers",
+    ),  # 33
+    (
+        "encode_lower 0x0",
+        lambda: live.encode_lower(torch.zeros(0, 0)),
+        ValueError,
+        r"weight must be square \[n, n\] with n >= 1",
+    ),  # 33
+    (
+        "encode_lower a list",
+        lambda: live.encode_lower([[1.0]]),
+        TypeError,
+        r"weight must be a floating-point tensor",
+    ),  # 33
+    (
+        "encode_lower not square",
+        lambda: live.encode_lower(x(2, 3)),
+        ValueError,
+        r"weight must be square",
+    ),
+    (
+        "figure_png colours=1",
+        lambda: live.figure_png(None, colours=1),
+        ValueError,
+        r"colours must be an int in \[2, 256\]",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+)
+def test_a_bad_input_gets_a_clear_error(call, error, message):
+    torch.manual_seed(0)
+    with pytest.raises(error, match=message):
+        call()
+
+
+# Read back: a results file holding what writing refuses is refused too.
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_read_results_refuses_what_writing_refuses(
+    tmp_path_factory, constant
+):  # 33
+    with pytest.raises(
+        results_module.CorruptResults, match=f"it holds {constant}"
+    ):
+        read_text(tmp_path_factory, f'{{"loss": {constant}}}')
+
+
+def test_the_table_holds_over_a_hundred_cases_and_the_issue_s_inputs():
+    assert len(CASES) >= 100
+    assert len(set(case[0] for case in CASES)) == len(CASES)
+
+
+# The right answers, where the answer is not an error.
+def test_a_one_query_mask_and_an_empty_row_of_a_per_sample_mask_still_work():
+    q = x(2, 3, 4)
+    mask = ones(2, 3, 3)
+    mask[0, 1] = False  # padding: a per-sample mask may leave a row empty
+    _, weights = dot_product_attention(q, q, q, mask=mask)
+    assert (weights[0, 1] == 0).all() and torch.isfinite(weights).all()
+
+
+def test_strict_json_reads_back_what_it_wrote(tmp_path):
+    path = results_module.save_results(
+        "demo", "cpu", {"loss": 1.5, "runs": [1, 2]}, tmp_path
+    )
+    assert results_module.read_results(path) == {
+        "loss": 1.5,
+        "runs": [1, 2],
+    }
+    assert json.loads(path.read_text())["loss"] == 1.5 and math.isfinite(1.5)
+
+
+def test_live_fixtures_into_a_missing_folder_is_a_usage_error(
+    tmp_path, capsys
+):  # 33
+    with pytest.raises(SystemExit) as info:
+        live.main([str(tmp_path / "missing" / "fixtures.json")])
+    assert info.value.code == 2
+    assert "the folder" in capsys.readouterr().err
+    assert not (tmp_path / "missing").exists()
