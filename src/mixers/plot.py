@@ -1039,7 +1039,7 @@ def live_beside_committed(
     dict}``; ``train`` adds the training loss (dashed). Returns the figure.
     """
     fig, axes = plt.subplots(
-        1, 2, figsize=(MAX_WIDTH, 3.6), sharey=True, layout="constrained"
+        1, 2, figsize=(MAX_WIDTH, 3.2), sharey=True, layout="constrained"
     )
     for ax, results, what in (
         (axes[0], live, "this run"),
@@ -1059,11 +1059,15 @@ def live_beside_committed(
     axes[1].set_ylabel("")
     # one legend: both panels draw the same runs in the same colours
     handles, labels = axes[0].get_legend_handles_labels()
+    labels = [label.removesuffix(" (val)") for label in labels]
+    # as many columns as fit the figure's width (a character is about 0.55
+    # em; a column adds its line and padding, about 3 em)
+    column = TEXT_POINTS * (0.55 * max(map(len, labels)) + 3)
     fig.legend(
         handles,
-        [label.removesuffix(" (val)") for label in labels],
+        labels,
         loc="outside lower center",
-        ncol=min(3, len(labels)),
+        ncol=max(1, min(len(labels), 3, int(MAX_WIDTH * 72 // column))),
         fontsize=TEXT_POINTS,
     )
     return fig

@@ -125,10 +125,7 @@ def profiles_table(module, profiles=("cpu", "gpu"), directory=None):
             rows.append([profile, "not run yet"] + [None] * len(columns))
             continue
         prov = results["provenance"]
-        where = (
-            f"{prov['device']}, {prov['date'][:10]},"
-            f" commit {(prov.get('git_commit') or 'unknown')[:7]}"
-        )
+        where = f"{prov['device']}, {prov['date'][:10]}"
         rows.append(
             [profile, where] + [figures[profile].get(c) for c in columns]
         )

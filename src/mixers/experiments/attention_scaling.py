@@ -355,9 +355,11 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
 
 
 def curves(results: dict) -> dict[str, dict]:
-    """Each run's loss curves, by label."""
+    """Each run's loss curves, by head size and arm."""
     return {
-        run["label"]: run["result"]
+        f"{run['d_head']}, {'scaled' if run['scaled'] else 'raw'}": run[
+            "result"
+        ]
         for run in results["runs"]
         if not run.get("diverged")
     }
