@@ -1039,7 +1039,7 @@ def live_beside_committed(
     dict}``; ``train`` adds the training loss (dashed). Returns the figure.
     """
     fig, axes = plt.subplots(
-        1, 2, figsize=(MAX_WIDTH, 3.2), sharey=True, layout="constrained"
+        1, 2, figsize=(MAX_WIDTH, 3.0), sharey=True, layout="constrained"
     )
     for ax, results, what in (
         (axes[0], live, "this run"),
@@ -1060,9 +1060,9 @@ def live_beside_committed(
     # one legend: both panels draw the same runs in the same colours
     handles, labels = axes[0].get_legend_handles_labels()
     labels = [label.removesuffix(" (val)") for label in labels]
-    # as many columns as fit the figure's width (a character is about 0.55
-    # em; a column adds its line and padding, about 3 em)
-    column = TEXT_POINTS * (0.55 * max(map(len, labels)) + 3)
+    # as many columns as fit the figure's width (a character is about half
+    # an em; a column adds its line and padding, about 2.5 em)
+    column = TEXT_POINTS * (0.5 * max(map(len, labels)) + 2.5)
     fig.legend(
         handles,
         labels,
