@@ -125,7 +125,10 @@ def profiles_table(module, profiles=("cpu", "gpu"), directory=None):
             rows.append([profile, "not run yet"] + [None] * len(columns))
             continue
         prov = results["provenance"]
-        where = f"{prov['device']}, {prov['date'][:10]}"
+        # the machine and the day; the threads and commit are in each
+        # chapter's provenance lines
+        device = prov["device"].split(" (")[0]
+        where = f"{device}, {prov['date'][:10]}"
         rows.append(
             [profile, where] + [figures[profile].get(c) for c in columns]
         )
