@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextvars
 import importlib
-import inspect
 import os
 import sys
 import threading
@@ -105,17 +104,16 @@ def _todo(args, profile: str) -> list[str]:
     return todo
 
 
-def _run_one(name: str, profile: str, args, workers: int) -> Path:
-    module = importlib.import_module(f"{__package__}.{name}")
-    takes_workers = "workers" in inspect.signature(module.run).parameters
+def _run_one(name: str, profile: str, args, progress: bool) -> Path:
+    """One experiment as its command line runs it, one job at a time (inside
+    ``run_together``'s shared pool, its jobs go there instead)."""
     return run_saved(
         name,
-        module.run,
+        importlib.import_module(f"{__package__}.{name}").run,
         profile,
         args.out,
         args.fresh,
-        not args.no_progress and workers == 1,
-        workers=workers if takes_workers else 1,
+        progress and not args.no_progress,
     )
 
 
@@ -132,7 +130,9 @@ def run_together(names: list[str], profile: str, args) -> None:
 
     def one(name: str) -> None:
         try:
-            print(f"wrote {_run_one(name, profile, args, 1)}", flush=True)
+            # no bars: eight processes' bars would interleave
+            wrote = _run_one(name, profile, args, progress=False)
+            print(f"wrote {wrote}", flush=True)
         except BaseException as error:  # reported once all have stopped
             failures[name] = error
 
@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     for name in todo:
         with exits_cleanly(parser, partial_path(name, profile, args.out)):
-            print(f"wrote {_run_one(name, profile, args, 1)}", flush=True)
+            wrote = _run_one(name, profile, args, progress=True)
+            print(f"wrote {wrote}", flush=True)
 
 
 if __name__ == "__main__":
