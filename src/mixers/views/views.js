@@ -123,6 +123,8 @@ export function rowsOverMax(weights, rows, cols) {
 // with :math:`0 \ln 0 = 0`. A row spread evenly over :math:`n` keys has
 // the most, :math:`\ln n`; a row on one key has 0.
 export function meanEntropy(weights, rows, cols) {
+  // The spread about :math:`\bar W`, and the spread that remains about
+  // each diagonal's mean :math:`\mu_{i-j}`.
   let total = 0;
   for (let i = 0; i < rows * cols; i++) {
     const w = weights[i];
@@ -228,6 +230,7 @@ export function diagonalMeans(weight, n) {
 // position, not distance, decides the weight.
 export function toeplitzScore(weight, n) {
   const means = diagonalMeans(weight, n);
+  // The mean :math:`\bar W` of the lower triangle, :math:`j \le i`.
   let count = 0;
   let mean = 0;
   for (let i = 0; i < n; i++) {
@@ -492,6 +495,8 @@ function axes(root, box, x, y, xs, ys, options) {
   const { xlabel, ylabel, xformat = format } = options;
   const xticks = options.xticks ?? niceTicks(...xs);
   const yticks = options.yticks ?? niceTicks(...ys);
+  // Ticks below the box for :math:`x`, left of it for :math:`y`: each a
+  // 4-px line and its label.
   const g = svg("g", { class: "mx-axes" });
   g.append(svg("rect", { ...xywh(box), class: "mx-frame" }));
   const bottom = box.y + box.h;
@@ -533,6 +538,7 @@ function matrixAxes(root, box, n, xlabel, ylabel) {
 // blank (masked), coloured on ``map`` from ``lo`` to ``hi``. It is drawn
 // through a canvas of at most 400 by 400 pixels.
 function image(root, box, rows, cols, value, map, lo, hi) {
+  // One canvas pixel a cell, up to 400 cells a side.
   const [w, h] = [Math.min(cols, 400), Math.min(rows, 400)];
   const canvas = html("canvas", { width: w, height: h });
   const context = canvas.getContext("2d");
@@ -552,6 +558,8 @@ function image(root, box, rows, cols, value, map, lo, hi) {
     }
     return best;
   };
+  // Each pixel at :math:`t = (v - \text{lo})/(\text{hi} - \text{lo})` on the
+  // map, a blank cell white.
   for (let py = 0; py < h; py++) {
     for (let px = 0; px < w; px++) {
       const v = cell(py, px);
@@ -561,6 +569,8 @@ function image(root, box, rows, cols, value, map, lo, hi) {
       pixels.data.set([r, g, b, 255], 4 * (py * w + px));
     }
   }
+  // Into the SVG as a PNG, stretched over the box, its pixels kept sharp
+  // (``mx-pixels``).
   context.putImageData(pixels, 0, 0);
   root.append(
     svg("image", {
@@ -585,6 +595,8 @@ function colourBar(root, box, map, lo, hi, label) {
   const defs = svg("defs");
   defs.append(gradient);
   root.append(defs);
+  // The bar 10 px right of the box: its ticks on its right, its label
+  // beyond them, turned to read downwards.
   const bar = { x: box.x + box.w + 10, y: box.y, w: 10, h: box.h };
   const fill = `url(#${id})`;
   root.append(svg("rect", { ...xywh(bar), fill, class: "mx-frame-solid" }));
@@ -655,6 +667,8 @@ function contours(root, x, y, segments) {
 // A legend in a corner of a box (``top-right``, ``bottom-left``, ...):
 // each entry a line in its series' colour and dash, then its label.
 function legend(root, box, entries, corner = "top-right") {
+  // A white box behind the entries, 15 px a line, as wide as the longest
+  // label (about 6.2 px a character) and its 20-px sample line.
   const g = svg("g", { class: "mx-legend" });
   const longest = Math.max(...entries.map((e) => e.label.length));
   const [width, height] = [34 + 6.2 * longest, 15 * entries.length + 4];
@@ -665,6 +679,7 @@ function legend(root, box, entries, corner = "top-right") {
   g.append(
     svg("rect", { x: x0, y: y0, width, height, class: "mx-legend-box" }),
   );
+  // Each entry: the series' line (colour, dash), then its label.
   entries.forEach((e, i) => {
     const yy = y0 + 11 + 15 * i;
     g.append(
@@ -700,16 +715,20 @@ const exact = (v) => (Number.isInteger(v) ? String(v) : format(v));
 function slider(parent, name, options, onInput) {
   const { min, max, step = 1, value, show = exact } = options;
   const id = `mx-control-${++ids}`;
+  // The label names the input for screen readers (``for``); the readout
+  // is an ``output`` tied to it.
   const row = html("div", { class: "mx-control" });
   row.append(html("label", { for: id }, name));
   const input = html("input", { type: "range", id, min, max, step, value });
   const readout = html("output", { for: id }, show(Number(value)));
+  // Every move (drag, arrow key, tap) updates the readout and the view.
   input.addEventListener("input", () => {
     readout.textContent = show(Number(input.value));
     onInput(Number(input.value));
   });
   row.append(input, readout);
   parent.append(row);
+  // What another control needs: the input, and a way to narrow it.
   return {
     input,
     setMax(m) {
@@ -727,6 +746,8 @@ function choice(parent, name, options, value, onChange, label = String) {
   const group = `mx-choice-${++ids}`;
   const set = html("fieldset", { class: "mx-control mx-choice" });
   set.append(html("legend", {}, name));
+  // A radio input (hidden, still focusable) and its label, drawn as the
+  // button; one name groups them, so arrow keys move between them.
   for (const option of options) {
     const id = `${group}-${set.childElementCount}`;
     const input = html("input", {
@@ -768,11 +789,15 @@ function list(parent, name, options, value, onChange) {
 // ``set(key)`` is the handler a control needs: it stores the control's
 // value in ``state[key]`` (through ``convert``) and paints again.
 function layout(el, state, { wide = false } = {}) {
+  // The caption is ``aria-live``: a screen reader reads it out when a
+  // control changes it.
   const controls = html("div", { class: "mx-controls" });
   const kind = wide ? "mx-figures mx-wide" : "mx-figures";
   const figures = html("div", { class: kind });
   const caption = html("p", { class: "mx-caption", "aria-live": "polite" });
   el.append(controls, figures, caption);
+  // Every change paints the figures afresh: a view's panels are cheap
+  // to draw, and drawing from the state alone keeps them in step.
   let draw = () => "";
   const repaint = () => {
     figures.replaceChildren();
@@ -830,13 +855,18 @@ function alibiView(el, props) {
     { min: 0, max: state.heads - 1, value: 0 },
     view.set("head"),
   );
+  // Any length :math:`L` up to 1,024: the matrix is :math:`L \times L`.
   const lengths = { min: 4, max: 1024, value: state.length };
   slider(controls, "length", lengths, view.set("length"));
+  // The matrix shows the bias or the weights; the mask is causal or
+  // none (:math:`-m\,\lvert i - j\rvert` both ways).
   const shows = (v) => (v === "bias" ? "the bias" : "softmax of the bias");
   const what = ["bias", "weight"];
   choice(controls, "colour shows", what, state.show, view.set("show"), shows);
   const masks = ["causal", "bidirectional"];
   choice(controls, "attention", masks, state.mask, view.set("mask"));
+  // The slopes of all heads, the chosen one's :math:`m`; the caption
+  // gives the first six slopes as powers of two and the head's span.
   view.paint((figures) => {
     const slopes = alibiSlopes(state.heads);
     const m = slopes[state.head];
@@ -868,6 +898,8 @@ function biasMatrix(figures, state, m) {
   // over its largest instead, :math:`w_{ij}/w_{ii} = e^{-m(i - j)}`, the
   // share of the nearest key's weight that a key keeps at its distance.
   const values = weights ? rowsOverMax(weights, L, L) : bias;
+  // The title gives the slope as a power of two; the description says
+  // what the colours show, for a screen reader.
   const title = `head ${state.head} of ${state.heads}: m = ${powerOfTwo(m)}`;
   const root = panel(
     figures,
@@ -880,6 +912,8 @@ function biasMatrix(figures, state, m) {
       " rows are queries, columns keys, " +
       (symmetric ? "-m|i - j| both ways." : "the upper triangle masked."),
   );
+  // Masked cells (:math:`j > i`, causal) stay blank; the bias runs from
+  // :math:`-m\,(L - 1)` (the farthest key) to 0 (the query itself).
   const box = squareBox();
   const visible = (i, j) => (symmetric || j <= i ? values[i * L + j] : NaN);
   heatMap(root, box, [L, L], visible, {
@@ -890,6 +924,9 @@ function biasMatrix(figures, state, m) {
   });
   matrixAxes(root, box, L, "key j", "query i");
   if (!weights) return undefined;
+  // The caption gives the scale: row :math:`i`'s largest weight,
+  // :math:`w_{ii} = (\sum_{k \le i} e^{-mk})^{-1}`, from 1 at query 0
+  // down to its last row's.
   const last = Math.max(...weights.subarray((L - 1) * L));
   return (
     " Each row of weights is drawn over its largest, which falls from 1 " +
@@ -921,6 +958,8 @@ function biasAlongARow(figures, state, slopes) {
       `${L - 1}.`,
   );
   const box = { ...plotBox(), h: 172 };
+  // The distance axis reaches the matrix's :math:`L` or a little past
+  // the span, whichever is farther.
   const far = Math.max(L, 1.2 * span);
   const x = scale(0, far, box.x, box.x + box.w);
   const ylo = -m * far;
@@ -931,6 +970,8 @@ function biasAlongARow(figures, state, slopes) {
     xlabel: "distance i - j",
     ylabel: "bias",
   });
+  // The line :math:`-m\,(i - j)`, the level :math:`-\ln 10`, and the span
+  // where they meet; then every head's slope below the axes.
   const tenth = { colour: "#7f7f7f", dash: "2 3", width: 1.2 };
   const reach = { colour: COLOURS[3], dash: "6 4", width: 1.5 };
   lines(root, x, y, [
@@ -951,6 +992,7 @@ function biasAlongARow(figures, state, slopes) {
 // :math:`2^{-8}` to :math:`2^0`, the chosen head's larger and red.
 function slopeStrip(root, slopes, chosen, y0) {
   const x = scale(-8, 0, FRAME.left, WIDTH - FRAME.right);
+  // The axis, its ticks at :math:`2^{-8}, 2^{-6}, \dots, 2^0`, its name.
   const rule = { x1: x(-8), x2: x(0), y1: y0, y2: y0, class: "mx-rule" };
   root.append(svg("line", rule));
   for (const v of [-8, -6, -4, -2, 0]) {
@@ -959,6 +1001,7 @@ function slopeStrip(root, slopes, chosen, y0) {
   }
   const at = { x: FRAME.left - 6, y: y0 + 4, class: "mx-tick mx-right" };
   root.append(svg("text", at, "slopes"));
+  // A dot at :math:`\log_2 m` for each head.
   slopes.forEach((m, h) => {
     root.append(
       svg("circle", {
@@ -1019,6 +1062,7 @@ function softmaxView(el, props) {
     }
     return s;
   };
+  // The weights, :math:`\operatorname{softmax}` of each row.
   const weightsOf = (h, T) => softmaxRows(logitsOf(h, T), n, n);
   view.paint((figures) => {
     const T = 2 ** state.log2T;
@@ -1048,6 +1092,8 @@ function sentenceWeights(figures, state, { tokens, logits }) {
     `Attention weights of head ${state.head} over '${tokens.join(" ")}' ` +
       `at temperature ${format(T)}: rows are queries, columns keys.`,
   );
+  // The scores' colour scale is symmetric about 0, as wide as the
+  // largest finite score; masked scores stay blank.
   const box = { x: 62, y: FRAME.top + 4, w: 192, h: 192 };
   const top = Math.max(...logits.filter(Number.isFinite).map(Math.abs));
   const weighted = state.show === "weights";
@@ -1091,6 +1137,8 @@ function entropyAgainstT(figures, state, { n, heads, weightsOf }) {
     xticks: [-3, -2, -1, 0, 1, 2, 3],
     xformat: (v) => format(2 ** v),
   });
+  // Each head's entropy at 61 temperatures, :math:`\log_2 T` from
+  // -3 to 3 in steps of 0.1; the chosen head drawn thicker.
   const grid = Array.from({ length: 61 }, (_, i) => -3 + i / 10);
   const entropyAt = (h, g) => meanEntropy(weightsOf(h, 2 ** g), n, n);
   const chosen = (h) => h === state.head;
@@ -1158,6 +1206,8 @@ function unitCurves(figures, state, variants) {
     `The activation ${activation} on [-${e}, ${e}]` +
       (gated ? `, and the gated output f(a)·b at b = ${b}.` : "."),
   );
+  // Each curve at 201 points :math:`a \in [-r, r]`, at the chosen
+  // :math:`b`.
   const as = Array.from({ length: 201 }, (_, i) => -e + (2 * e * i) / 200);
   const curve = (name, isGated, style) => ({
     points: as.map((a) => [a, unitOutput(name, isGated, a, state.b)]),
@@ -1176,6 +1226,7 @@ function unitCurves(figures, state, variants) {
     const style = { colour: COLOURS[2], dash: "2 2", label };
     curves.push(curve(other.activation, other.gated, style));
   }
+  // The axes at 0, then the curves.
   const ys = curves.flatMap((c) => c.points.map((p) => p[1]));
   let [lo, hi] = [Math.min(0, ...ys), Math.max(0, ...ys)];
   if (hi - lo < 1e-9) hi = lo + 1;
@@ -1213,6 +1264,10 @@ function unitSquare(figures, state, { activation, gated }) {
       " Black lines are level sets; the dashed line is b = " +
       `${format(state.b)}, where the curves are drawn.`,
   );
+  // Cell :math:`(i, j)` at :math:`a = a_j`, :math:`b = a_{119 - i}`, with
+  // :math:`a_k = -r + 2r\,(k + \tfrac12)/120`; the colour scale is
+  // symmetric, :math:`\pm v` with :math:`v` the largest
+  // :math:`\lvert u \rvert`.
   const cells = 120;
   const at = (k) => -e + (2 * e * (k + 0.5)) / cells;
   const output = Float64Array.from({ length: cells * cells }, (_, k) => {
@@ -1238,6 +1293,7 @@ function unitSquare(figures, state, { activation, gated }) {
     const segments = contourSegments(output, cells, cells, level);
     contours(root, x, y, segments.map((s) => s.map(toAB)));
   }
+  // The dashed line: the slice the curves beside it draw.
   const slice = { colour: "#222", dash: "4 3", width: 1.2 };
   lines(root, x, y, [segment([-e, state.b], [e, state.b], slice)]);
   axes(root, box, x, y, [-e, e], [-e, e], {
@@ -1273,6 +1329,7 @@ function gmlpView(el, props) {
     part: "W",
     shared: false,
   };
+  // Every matrix is :math:`n \times n`, the model's context.
   const n = weights[models[0]][0][0].n;
   const view = layout(el, state);
   const { controls } = view;
@@ -1290,6 +1347,8 @@ function gmlpView(el, props) {
     },
     view.set("step"),
   );
+  // How many diagonals the profile shows; which part of :math:`W`;
+  // one colour scale per step, or one for all steps.
   const offsets = { min: 4, max: n - 1, value: state.maxOffset };
   slider(controls, "offsets shown", offsets, view.set("maxOffset"));
   choice(controls, "matrix", Object.keys(PARTS), "W", view.set("part"));
@@ -1354,6 +1413,7 @@ function diagonalProfile(figures, state, w, n) {
       `to ${state.maxOffset}.`,
   );
   const box = plotBox();
+  // The range holds 0 and every mean; the means as a line with dots.
   let [lo, hi] = [Math.min(0, ...means), Math.max(0, ...means)];
   if (hi - lo < 1e-12) hi = lo + 1;
   const x = scale(0, state.maxOffset, box.x, box.x + box.w);
@@ -1398,6 +1458,8 @@ function curvesView(el, props) {
     rate.input.value = state.rate;
     rate.input.dispatchEvent(new Event("input"));
   });
+  // The rate slider reads out the rate itself, marked where it is
+  // the pair's best.
   const rateLabel = (k) => {
     const lr = pairs[state.pair].lrs[k];
     if (lr === undefined) return "";
@@ -1414,6 +1476,8 @@ function curvesView(el, props) {
     },
     view.set("rate"),
   );
+  // Validation or training loss; each seed or their mean; the
+  // reference shown or hidden.
   const lossName = (v) => (v === "val" ? "validation" : "training");
   const losses = ["val", "train"];
   choice(controls, "loss", losses, "val", view.set("loss"), lossName);
@@ -1483,6 +1547,8 @@ function lossCurves(figures, el, state, reference, groups) {
         : "."),
     width,
   );
+  // Each line's points (non-finite losses left out), the reference's
+  // in C0, the chosen pair's in C1, seeds told apart by their dash.
   const series = groups.flatMap(([p, , runs]) =>
     linesOf(state, runs).map(({ steps, losses, seed }) => ({
       points: steps
@@ -1493,6 +1559,8 @@ function lossCurves(figures, el, state, reference, groups) {
       label: seed === "mean" ? `${p}, mean of the seeds` : `${p} seed ${seed}`,
     })),
   );
+  // Both axes fitted to the points drawn: steps from 0, losses by
+  // ``paddedRange``.
   const box = plotBox(width);
   const all = series.flatMap((s) => s.points);
   const [lo, hi] = paddedRange(all.map((p) => p[1]));
@@ -1521,6 +1589,8 @@ export function paddedRange(values) {
 // seeds that did not diverge, and the runs that diverged (not drawn).
 function curvesCaption(state, pairs, groups) {
   const what = state.loss === "val" ? "Validation" : "Training";
+  // The final loss of each group, :math:`\bar\ell_T`, over the seeds
+  // that did not diverge.
   const ends = groups.map(([p, lr, runs]) => {
     const kept = runs.filter((r) => !r.diverged);
     const best = lr === pairs[p].best_lr ? " (its best)" : "";
@@ -1531,6 +1601,7 @@ function curvesCaption(state, pairs, groups) {
     const seeds = `${kept.length} seed${kept.length > 1 ? "s" : ""}`;
     return `${name}, ${mean.toFixed(3)} (mean of ${seeds})`;
   });
+  // The last step evaluated, and which runs diverged.
   const steps = groups.flatMap(([, , rs]) => rs.flatMap((r) => r.steps));
   const step = Math.max(...steps);
   const diverged = groups.flatMap(([p, , rs]) =>
@@ -1562,6 +1633,8 @@ function scalingView(el, props) {
   };
   const view = layout(el, state);
   const { controls } = view;
+  // :math:`d_k = 2^v` for :math:`v = 0 \dots 10`; 2 to 64 keys; the scale
+  // or none; which of 20 seeded draws; bars in order or sorted.
   const dimensions = {
     min: 0,
     max: 10,
@@ -1578,6 +1651,8 @@ function scalingView(el, props) {
   const sorted = view.set("sorted", (v) => v === "sorted");
   choice(controls, "order", ["as drawn", "sorted"], "as drawn", sorted);
   view.paint((figures) => {
+    // One seeded draw of scores, its softmax (scaled or not), its entropy
+    // and its largest weight.
     const d = 2 ** state.log2d;
     const n = state.n;
     const scaled = state.scaled !== "none";
@@ -1617,6 +1692,8 @@ function oneQuery(figures, state, { d, scaled, w, entropy, top }) {
     ylabel: "weight",
     xticks: niceTicks(0, n - 1, 4).filter(Number.isInteger),
   });
+  // One bar a key, blue scaled and red unscaled, and the uniform
+  // :math:`1/n` dashed.
   const bars = state.sorted ? [...w].sort((a, b) => b - a) : w;
   bars.forEach((v, j) => {
     root.append(
@@ -1646,6 +1723,8 @@ function entropyAgainstD(figures, state) {
       `1024, with the scale (flat) and without it (falling towards 0); ` +
       `at most ln ${n} = ${Math.log(n).toFixed(2)} nats.`,
   );
+  // At each :math:`d_k = 2^e` the mean entropy over 200 draws, seeded by
+  // :math:`e`, the scale :math:`2^{-e/2} = 1/\sqrt{d_k}` or none.
   const entropyCurve = (scaled) =>
     Array.from({ length: 11 }, (_, e) => {
       const normal = gaussians(1000 + e);
@@ -1666,6 +1745,8 @@ function entropyAgainstD(figures, state) {
     xticks: [0, 2, 4, 6, 8, 10],
     xformat: (v) => String(2 ** v),
   });
+  // The two curves and the uniform bound :math:`\ln n`, and the
+  // :math:`d_k` chosen.
   const uniform = { colour: "#555", dash: "3 3", width: 1 };
   const curves = [
     {
@@ -1683,22 +1764,12 @@ function entropyAgainstD(figures, state) {
   legend(root, box, curves, "bottom-left");
 }
 
-export const VIEWS = {
-  alibi: alibiView,
-  softmax: softmaxView,
-  glu: gluView,
-  gmlp: gmlpView,
-  curves: curvesView,
-  scaling: scalingView,
-};
-
 // ------------------------------------------------------
 // The anywidget entry point, also what the site's loader calls
 
-// The views' style, added once to the document (or to the shadow root a
-// notebook front end may draw a widget in): controls in a wrapping row,
-// panels side by side where they fit and one a row where they do not.
-const STYLE = `
+// The views' style, in parts. The view in the system's sans-serif font;
+// its controls in a row that wraps, each control's name beside its input.
+const VIEW_STYLE = `
 .mx-view {
   font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
   color: #222;
@@ -1721,6 +1792,12 @@ const STYLE = `
   min-inline-size: 0;
   flex-wrap: wrap;
 }
+`;
+
+// A control's name in bold, the same for a label and a fieldset's
+// legend (which browsers otherwise set apart); sliders and lists at
+// least 28 px tall, for a finger.
+const NAME_STYLE = `
 .mx-control > label:first-child, .mx-view .mx-choice legend {
   font-weight: 600;
   font-size: inherit;
@@ -1742,6 +1819,11 @@ const STYLE = `
   min-height: 32px;
   max-width: 100%;
 }
+`;
+
+// A choice's radio inputs hidden but focusable, their labels drawn as
+// a row of buttons, the chosen one filled, the focused one outlined.
+const CHOICE_STYLE = `
 .mx-choice input { position: absolute; opacity: 0; width: 1px; height: 1px; }
 .mx-choice label {
   display: inline-block;
@@ -1762,10 +1844,19 @@ const STYLE = `
   outline: 3px solid #ff7f0e;
   outline-offset: 1px;
 }
+`;
+
+// Panels side by side while each gets 300 px, one a row below that
+// (a phone); the side-by-side view's panel takes the whole row.
+const PANEL_STYLE = `
 .mx-figures { display: flex; flex-wrap: wrap; gap: 0.5rem; }
 .mx-panel { flex: 1 1 300px; max-width: 460px; margin: 0; }
 .mx-wide .mx-panel { max-width: 720px; flex-basis: 100%; }
 .mx-panel svg { width: 100%; height: auto; display: block; }
+`;
+
+// The panels' text, lines and marks.
+const SVG_STYLE = `
 .mx-panel text {
   font-size: 11.5px;
   fill: #222;
@@ -1794,12 +1885,29 @@ const STYLE = `
 .mx-caption { margin: 0.3rem 0 0; font-size: 0.9em; color: #444; }
 `;
 
-// Added once to each document or shadow root the views are drawn in.
+// All of it, added once to the document (or to the shadow root a notebook
+// front end may draw a widget in).
+const STYLE = [VIEW_STYLE, NAME_STYLE, CHOICE_STYLE, PANEL_STYLE, SVG_STYLE];
+
+// Every view by the name the package gives it (``mixers.live.VIEW_NAMES``;
+// ``tests/test_live.py`` checks that the two lists agree).
+export const VIEWS = {
+  alibi: alibiView,
+  softmax: softmaxView,
+  glu: gluView,
+  gmlp: gmlpView,
+  curves: curvesView,
+  scaling: scalingView,
+};
+
+// The style goes into the document's head, or into the shadow root the
+// view is drawn in, unless it is there already.
 function addStyle(el) {
   const host = el.getRootNode();
   const target = host === document ? document.head : host;
   if (target.querySelector?.("style[data-mixers-views]")) return;
-  const style = html("style", { "data-mixers-views": "" }, STYLE);
+  const css = STYLE.join("");
+  const style = html("style", { "data-mixers-views": "" }, css);
   target.append(style);
 }
 
