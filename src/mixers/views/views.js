@@ -924,13 +924,15 @@ function biasMatrix(figures, state, m) {
   });
   matrixAxes(root, box, L, "key j", "query i");
   if (!weights) return undefined;
-  // The caption gives the scale: row :math:`i`'s largest weight,
-  // :math:`w_{ii} = (\sum_{k \le i} e^{-mk})^{-1}`, from 1 at query 0
-  // down to its last row's.
-  const last = Math.max(...weights.subarray((L - 1) * L));
+  // The caption gives the scale: the rows' largest weights, each the
+  // weight of the query itself, :math:`w_{ii} = 1 / \sum_j e^{b_{ij}}`,
+  // from 1 (causal, query 0 reads itself alone) down to where the most
+  // keys are in reach (the last query, or the middle one both ways).
+  const largest = Array.from({ length: L }, (_, i) => weights[i * L + i]);
+  const [least, most] = [Math.min(...largest), Math.max(...largest)];
   return (
-    " Each row of weights is drawn over its largest, which falls from 1 " +
-    `(query 0) to ${format(last)} (query ${L - 1}).`
+    " Each row of weights is drawn over its largest, which runs from " +
+    `${format(least)} to ${format(most)} over the rows.`
   );
 }
 
@@ -1287,7 +1289,7 @@ function unitSquare(figures, state, { activation, gated }) {
   // Level sets at round values strictly inside :math:`(-v, v)`, about
   // nine of them as in the chapter's figure, traced on the grid by
   // marching squares; the grid's (row, column) back to :math:`(a, b)`.
-  const levels = niceTicks(-vmax, vmax, 8).filter((c) => Math.abs(c) < vmax);
+  const levels = niceTicks(-vmax, vmax, 10).filter((c) => Math.abs(c) < vmax);
   const toAB = ([r, c]) => [at(c), at(cells - 1 - r)];
   for (const level of levels) {
     const segments = contourSegments(output, cells, cells, level);
