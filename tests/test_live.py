@@ -177,3 +177,121 @@ def test_views_js_computes_what_the_package_computes(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert re.search(r"# fail 0", run.stdout), run.stdout
     assert int(re.search(r"# pass (\d+)", run.stdout).group(1)) >= 8
+
+
+# ---------------------------------------------------------------------------------------------
+# views.js reads like the package: parts with titles, a note beside each few lines of code, the
+# notes in reStructuredText with their maths typeset (its annotated page shows them beside the
+# code).
+
+RULE = "// " + "-" * 54
+
+
+def views_js_notes() -> list[tuple[int, str, int]]:
+    """Each note of views.js (a run of whole-line ``//`` comments, rules and titles aside) as
+    (first line, text, the line of the code it sits above)."""
+    lines = VIEWS_JS.read_text().split("\n")
+    notes, run = [], []
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        if text.startswith("//") and text != RULE and lines[n - 2] != RULE:
+            run.append((n, text[3:] if text.startswith("// ") else text[2:]))
+        elif run:
+            notes.append((run[0][0], "\n".join(t for _, t in run), n))
+            run = []
+    return notes
+
+
+def code_runs_without_a_note(lines: list[str]) -> list[tuple[int, int]]:
+    """(first line, length) of each run of code lines with no note among them (blank lines and
+    the style's CSS, inside template strings, not counted)."""
+    runs, start, length, in_css = [], 0, 0, False
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        if in_css or text.startswith("//"):
+            if length:
+                runs.append((start, length))
+            length = 0
+        elif text:
+            start, length = (start, length + 1) if length else (n, 1)
+        if text.endswith("= `"):
+            in_css = True
+        elif text == "`;":
+            in_css = False
+    return runs + ([(start, length)] if length else [])
+
+
+def test_views_js_is_in_titled_parts_one_per_view():
+    lines = VIEWS_JS.read_text().split("\n")
+    titles = [lines[n + 1] for n, line in enumerate(lines) if line == RULE]
+    assert all(re.fullmatch(r"// [A-Z].+", title) for title in titles), titles
+    for part in ("Formulas", "Drawing", "Controls"):
+        assert any(title.startswith(f"// {part}") for title in titles)
+    # one part a view: ALiBi, softmax, GLU, gMLP, side-by-side (curves), scaling
+    views = [t for t in titles if re.match(r"// The [\w-]+ view\b", t)]
+    assert len(views) == len(VIEW_NAMES), views
+
+
+def test_views_js_has_a_note_beside_each_few_lines_of_code():
+    lines = VIEWS_JS.read_text().split("\n")
+    long_runs = [
+        f"lines {start}-{start + length - 1}: {length} lines of code without a note"
+        for start, length in code_runs_without_a_note(lines)
+        if length > 24
+    ]
+    assert not long_runs, "\n".join(long_runs)
+
+
+def test_views_js_notes_are_restructuredtext_with_their_maths_typeset():
+    """Every note parses without a warning (the annotated page renders it), and every formula
+    the views compute has its maths typeset in the note above it."""
+    from docutils import nodes
+    from docutils.core import publish_doctree
+    from docutils.parsers.rst import roles
+
+    def sphinx_role(
+        name, rawtext, text, lineno, inliner, options=None, content=None
+    ):
+        return [nodes.literal(rawtext, text)], []
+
+    for name in (
+        "func",
+        "data",
+        "class",
+        "ref",
+    ):  # Sphinx's, resolved on the site
+        roles.register_local_role(name, sphinx_role)
+    problems, typeset = [], {}
+    lines = VIEWS_JS.read_text().split("\n")
+    for first, text, code in views_js_notes():
+        warnings = io.StringIO()
+        publish_doctree(
+            text,
+            settings_overrides={"warning_stream": warnings, "report_level": 2},
+        )
+        if warnings.getvalue():
+            problems.append(
+                f"note at line {first}: {warnings.getvalue().strip()}"
+            )
+        typeset[lines[code - 1]] = ":math:" in text or ".. math::" in text
+    assert not problems, "\n".join(problems)
+    formulas = [
+        "alibiSlopes",
+        "alibiBias",
+        "softmaxRows",
+        "rowsOverMax",
+        "meanEntropy",
+        "erf",
+        "ACTIVATIONS",
+        "unitOutput",
+        "diagonalMeans",
+        "toeplitzScore",
+        "decodeLower",
+        "contourSegments",
+        "drawScores",
+    ]
+    for name in formulas:
+        header = next(
+            line for line in typeset if re.match(rf"export \w+ {name}\b", line)
+        )
+        assert typeset[header], f"the note above {name} typesets no maths"

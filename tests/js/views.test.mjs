@@ -14,11 +14,16 @@ import {
   ACTIVATIONS,
   alibiBias,
   alibiSlopes,
+  contourSegments,
+  curvesTitle,
   decodeLower,
   diagonalMeans,
   erf,
   gaussians,
   niceTicks,
+  paddedRange,
+  rowsOverMax,
+  scoreLabel,
   softmaxRows,
   toeplitzScore,
   unitOutput,
@@ -214,4 +219,83 @@ test("the scores of the scaling view have the distribution of q·k", () => {
     );
   }
   assert.equal(gaussians(3)(), gaussians(3)(), "a seed gives the same draws");
+});
+
+test("ALiBi weights over their row's largest are e^(-m(i - j))", () => {
+  // The flattest of 8 heads over 1,024 positions: its softmax weights are
+  // about 1/i each, so nearly all lie in the darkest tenth of a 0-1 scale;
+  // over each row's largest they show how far the head reads.
+  const [m, L] = [2 ** -8, 1024];
+  const weights = softmaxRows(alibiBias(m, L), L, L);
+  const shown = rowsOverMax(weights, L, L);
+  let [cells, darkRaw, darkShown] = [0, 0, 0];
+  for (let i = 0; i < L; i++) {
+    for (let j = 0; j < L; j++) {
+      const want = j <= i ? Math.exp(-m * (i - j)) : 0;
+      assert.ok(Math.abs(shown[i * L + j] - want) < 1e-12, `(${i}, ${j})`);
+      if (j > i) continue;
+      cells++;
+      darkRaw += weights[i * L + j] < 0.1;
+      darkShown += shown[i * L + j] < 0.1;
+    }
+  }
+  assert.ok(darkRaw / cells > 0.99, `raw: ${darkRaw / cells}`);
+  // e^(-m d) < 0.1 beyond d = ln 10 / m = 589 tokens: 18 % of the triangle
+  assert.ok(Math.abs(darkShown / cells - 0.18) < 0.01, `${darkShown / cells}`);
+  // a row of zeros (no key to read) stays zeros
+  assert.deepEqual([...rowsOverMax([0, 0, 2, 1], 2, 2)], [0, 0, 1, 0.5]);
+});
+
+test("marching squares: a plane's level set is a line, a bowl's a circle", () => {
+  // g = column: the level 2.5 runs down the grid at column 2.5
+  const [rows, cols] = [5, 6];
+  const plane = Float64Array.from({ length: rows * cols }, (_, k) => k % cols);
+  const line = contourSegments(plane, rows, cols, 2.5);
+  assert.equal(line.length, rows - 1);
+  for (const [[r0, c0], [r1, c1]] of line) {
+    assert.deepEqual([c0, c1], [2.5, 2.5]);
+    assert.equal(Math.abs(r1 - r0), 1);
+  }
+  // g = distance² from the centre: every crossing lies on the circle of
+  // radius 6 (linear interpolation of r² errs by under 0.05 here)
+  const n = 21;
+  const bowl = Float64Array.from(
+    { length: n * n },
+    (_, k) => (Math.floor(k / n) - 10) ** 2 + ((k % n) - 10) ** 2,
+  );
+  const circle = contourSegments(bowl, n, n, 36);
+  assert.ok(circle.length >= 24, `${circle.length} segments`);
+  for (const point of circle.flat()) {
+    const radius = Math.hypot(point[0] - 10, point[1] - 10);
+    assert.ok(Math.abs(radius - 6) < 0.05, `radius ${radius}`);
+  }
+  // a saddle: the centre (the corners' mean, 0.5) is above 0.4, so the
+  // segments cut off the two corners below it, (0, 1) and (1, 0)
+  const saddle = contourSegments([1, 0, 0, 1], 2, 2, 0.4);
+  assert.deepEqual(saddle, [
+    [
+      [0, 0.6],
+      [0.4, 1],
+    ],
+    [
+      [1, 0.4],
+      [0.6, 0],
+    ],
+  ]);
+  assert.deepEqual(contourSegments(plane, rows, cols, 9), []);
+});
+
+test("the views' labels follow their settings", () => {
+  assert.equal(scoreLabel(true), "score q·k / (T√d)");
+  assert.equal(scoreLabel(false), "score q·k / T");
+  assert.equal(
+    curvesTitle("gmlp", 0.024, "attention+gelu", true),
+    "gmlp at 0.024, reference at its best",
+  );
+  assert.equal(curvesTitle("gmlp", 0.024, "attention+gelu", false), "gmlp at 0.024");
+  // a loss axis fitted to what is drawn, with a margin of 4 % either side
+  const [lo, hi] = paddedRange([2, 3, 2.5]);
+  assert.ok(Math.abs(lo - 1.96) < 1e-12 && Math.abs(hi - 3.04) < 1e-12);
+  assert.deepEqual(paddedRange([2]), [1, 3]);
+  assert.deepEqual(paddedRange([]), [0, 1]);
 });
