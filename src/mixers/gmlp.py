@@ -156,25 +156,30 @@ class SpatialGatingUnit(nn.Module):
         r"""``z`` ``[batch, seq, d_z]`` -> ``[batch, seq, d_z/2]``, with
         :math:`1 \le` seq :math:`\le` ``seq_len``.
 
-        ``token_mask``: bool ``[batch, seq]``, True = real token.
-        ``gate_residual``: ``[batch, seq, d_z/2]`` added to the gate before
-        the product (aMLP's attention). ``checked``: the caller has checked
-        the arguments (see the module's docstring).
+        .. math::
+
+            s(Z)_{i,c} = (Z_1)_{i,c} \Big(\sum_{j} W_{ij}\,
+            \operatorname{norm}(Z_2)_{j,c} + b_i\Big)
+
+        ``token_mask``: bool ``[batch, seq]``, True = real token. A padded
+        position :math:`j` contributes nothing, as if column :math:`j` of
+        :math:`W` were dropped for that sample: its row of :math:`Z` is zeroed
+        (whatever it held, inf and NaN included), and so is its row of
+        :math:`\operatorname{norm}(Z_2)`, which would be the norm's shift
+        :math:`\beta`, not 0. Its own output is :math:`0 \cdot
+        \text{gate} = 0`: ignore it. ``gate_residual``: ``[batch, seq,
+        d_z/2]`` added to the gate before the product (aMLP's attention).
+        ``checked``: the caller has checked the arguments (see the module's
+        docstring).
         """
         if not checked:
             self._check_arguments(z, token_mask, gate_residual)
         seq = z.shape[1]
         weight = self.spatial_weight(seq)  # [seq, seq]
-        # A padded position :math:`j` contributes nothing, as if column
-        # :math:`j` of :math:`W` were dropped for that sample: its row of
-        # :math:`Z` is zeroed (whatever it held, inf and NaN included), and
-        # so is its row of :math:`\operatorname{norm}(Z_2)`, which is the
-        # norm's shift :math:`\beta`, not 0. Its own output is
-        # :math:`0 \cdot \text{gate} = 0`: ignore it.
+        # padded rows dropped: from Z, then from norm(Z2) (the norm's shift)
         z1, z2 = _zero_padded(z, token_mask).chunk(2, dim=-1)
         z2 = _zero_padded(self.norm(z2), token_mask)
-        # :math:`(W \hat Z_2)_{i,c} = \sum_{j} W_{ij} (\hat Z_2)_{j,c}`:
-        # ``[seq, seq] @ [batch, seq, d_z/2]`` mixes positions.
+        # [seq, seq] @ [batch, seq, d_z/2]: mixes positions
         gate = weight @ z2 + self.bias[:seq, None]
         if gate_residual is not None:
             gate = gate + gate_residual
@@ -327,7 +332,7 @@ class GatedMLP(nn.Module):
             else None
         )
         z = self.activation(self.proj_in(x))  # [batch, seq, d_ffn]
-        # :math:`\tilde Z = s(Z)`: [batch, seq, d_ffn/2]
+        # Z̃ = s(Z): [batch, seq, d_ffn/2]
         z = self.sgu(z, token_mask, gate_residual, checked=True)
         return self.proj_out(self.dropout(z))
 
