@@ -9,16 +9,17 @@ features, applies an activation :math:`f` and contracts back
 .. math::
 
     \operatorname{FFN}(x) = f(x W_1 + b_1)\, W_2 + b_2,
-    \qquad W_1 \in \mathbb{R}^{d \times d_{ff}},\;
-    W_2 \in \mathbb{R}^{d_{ff} \times d}.
+
+with :math:`W_1 \in \mathbb{R}^{d \times d_{ff}}` and
+:math:`W_2 \in \mathbb{R}^{d_{ff} \times d}`.
 
 "GLU Variants Improve Transformer" (Shazeer, 2020) multiplies the activated
 branch element-wise with a second, purely linear projection of the same input:
 
 .. math::
 
-    \operatorname{FFN}_{\text{gated}}(x)
-    = \big(f(x W + b) \odot (x V + c)\big)\, W_2 + b_2,
+    h &= f(x W + b) \odot (x V + c), \\
+    \operatorname{FFN}_{\text{gated}}(x) &= h\, W_2 + b_2,
 
 e.g. :math:`\operatorname{FFN}_{\text{GEGLU}}(x) = (\operatorname{GELU}(x W)
 \odot x V)\, W_2` without biases, as the paper writes it. As in Dauphin et
@@ -336,8 +337,8 @@ def matched_hidden_size(d_ff, gated):
 
     .. math::
 
-        3 d h = 2 d\, d_{ff} \quad\Longrightarrow\quad
-        h = \operatorname{round}\big(\tfrac{2}{3} d_{ff}\big),
+        3 d h &= 2 d\, d_{ff}, \\
+        h &= \operatorname{round}\big(\tfrac{2}{3} d_{ff}\big),
 
     never a tie (:math:`\tfrac{2}{3} d_{ff}` ends in .0, .33 or .67), e.g.
     3072 -> 2048, 512 -> 341. Ungated: ``d_ff`` unchanged.
@@ -354,11 +355,12 @@ def feed_forward_param_count(
 
     .. math::
 
-        N = \underbrace{d\, d_{ff} + d_{ff}}_{V,\, c}
-          + \underbrace{d\, d_{ff} + d_{ff}}_{W,\, b \text{ (gated)}}
-          + \underbrace{d_{ff}\, d + d}_{W_2,\, b_2},
+        N ={} & (d\, d_{ff} + d_{ff}) \\
+        & + (d\, d_{ff} + d_{ff}) \\
+        & + (d_{ff}\, d + d),
 
-    each bias term only where its flag is on (ungated, the first term is
+    for :math:`V, c`, then :math:`W, b` (gated only), then :math:`W_2, b_2`;
+    each bias term only where its flag is on (ungated, the first line is
     :math:`W_1, b_1`).
     """
     check_positive_int("d_model", d_model)

@@ -8,10 +8,10 @@ implementation :cite:p:`labml_annotated` reads the same paper. For one sample
 
 .. math::
 
-    Z = \operatorname{GELU}(\hat X U), \qquad
-    \tilde Z = s(Z), \qquad
-    Y = \tilde Z V, \qquad
-    \text{out} = X + Y,
+    Z &= \operatorname{GELU}(\hat X U), \\
+    \tilde Z &= s(Z), \\
+    Y &= \tilde Z V, \\
+    \text{out} &= X + Y,
 
 with :math:`\hat X = \operatorname{LayerNorm}(X)`, :math:`U \in
 \mathbb{R}^{d \times d_{\text{ffn}}}` and :math:`V \in
@@ -24,8 +24,9 @@ halves :math:`Z_1, Z_2` and gates :math:`Z_1` with a linear map of
 
 .. math::
 
-    s(Z) = Z_1 \odot \big(W \operatorname{norm}(Z_2) + b\big), \qquad
-    W \in \mathbb{R}^{n \times n},\; b \in \mathbb{R}^{n}.
+    s(Z) = Z_1 \odot \big(W \operatorname{norm}(Z_2) + b\big),
+
+with :math:`W \in \mathbb{R}^{n \times n}` and :math:`b \in \mathbb{R}^{n}`.
 
 :math:`W` is where positions meet: a learned attention map that does not
 depend on the input. Causal, :math:`W` is lower triangular
@@ -158,8 +159,10 @@ class SpatialGatingUnit(nn.Module):
 
         .. math::
 
-            s(Z)_{i,c} = (Z_1)_{i,c} \Big(\sum_{j} W_{ij}\,
-            \operatorname{norm}(Z_2)_{j,c} + b_i\Big)
+            s(Z)_{i,c} &= (Z_1)_{i,c}\; g_{i,c}, \\
+            g_{i,c} &= \textstyle\sum_{j} W_{ij}\, \hat Z_{j,c} + b_i,
+
+        with :math:`\hat Z = \operatorname{norm}(Z_2)`.
 
         ``token_mask``: bool ``[batch, seq]``, True = real token. A padded
         position :math:`j` contributes nothing, as if column :math:`j` of
@@ -211,13 +214,13 @@ class TinyAttention(nn.Module):
 
     .. math::
 
-        q, k, v = x W_{qkv}, \qquad
-        \operatorname{attn}(x) = \operatorname{softmax}\!\Big(
-        \frac{q k^\top}{\sqrt{d_{\text{attn}}}}\Big)\, v\, W_{\text{out}}
+        q, k, v &= x W_{qkv}, \\
+        \operatorname{attn}(x) &= \operatorname{softmax}\big(q k^\top /
+        \sqrt{d_a}\big)\, v W_o
 
-    with ``qkv`` = Linear(d_in, 3·d_attn) and ``proj`` = Linear(d_attn,
-    d_out). ``d_in``, ``d_out``, ``d_attn``: positive ints; ``causal``: a
-    bool.
+    with :math:`d_a` = ``d_attn``, ``qkv`` (:math:`W_{qkv}`) = Linear(d_in,
+    3·d_attn) and ``proj`` (:math:`W_o`) = Linear(d_attn, d_out). ``d_in``,
+    ``d_out``, ``d_attn``: positive ints; ``causal``: a bool.
     """
 
     def __init__(self, d_in, d_out, d_attn=64, causal=False):
@@ -375,15 +378,13 @@ def gmlp_param_count(d_model, d_ffn, seq_len, tiny_attention=False, d_attn=64):
 
     .. math::
 
-        N = \underbrace{2d}_{\text{norm}}
-          + \underbrace{(d + 1)\, d_{\text{ffn}}}_{U}
-          + \underbrace{d_{\text{ffn}}}_{\text{sgu.norm}}
-          + \underbrace{n (n + 1)}_{W,\, b}
-          + \underbrace{(d_{\text{ffn}}/2 + 1)\, d}_{V},
+        N ={} & 2d + (d + 1)\, d_{\text{ffn}} + d_{\text{ffn}} \\
+        & + n (n + 1) + (d_{\text{ffn}}/2 + 1)\, d
 
-    plus :math:`(d + 1)\, 3 d_{\text{attn}} + (d_{\text{attn}} + 1)\,
-    d_{\text{ffn}}/2` for aMLP's attention. :math:`W` grows as :math:`n^2`:
-    at :math:`n = 256` it is 65,536 parameters a layer.
+    (the block's norm, :math:`U`, the unit's norm; :math:`W` and :math:`b`,
+    :math:`V`), plus :math:`(d + 1)\, 3 d_a + (d_a + 1)\, d_{\text{ffn}}/2`
+    for aMLP's attention (:math:`d_a` = ``d_attn``). :math:`W` grows as
+    :math:`n^2`: at :math:`n = 256` it is 65,536 parameters a layer.
     """
     check_bool("tiny_attention", tiny_attention)
     check_positive_int("d_model", d_model)

@@ -6,9 +6,8 @@ each wrapped in pre-norm and a residual:
 
 .. math::
 
-    x \leftarrow x + \operatorname{token\_mixer}(\operatorname{LN}_1(x)),
-    \qquad
-    x \leftarrow x + \operatorname{channel\_mixer}(\operatorname{LN}_2(x)).
+    x &\leftarrow x + \text{token\_mixer}(\operatorname{LN}_1(x)), \\
+    x &\leftarrow x + \text{channel\_mixer}(\operatorname{LN}_2(x)).
 
 Because ``Block`` takes both mixers as arguments, any token mixer trains with
 any channel mixer under the same harness: a fair, like-for-like comparison.
@@ -352,16 +351,17 @@ def _amlp(config: ModelConfig) -> nn.Module:
 
 
 class Block(nn.Module):
-    r"""Pre-norm residual block: :math:`x + \operatorname{token\_mixer}(
-    \operatorname{LN}_1(x))`, then :math:`x + \operatorname{channel\_mixer}(
+    r"""Pre-norm residual block: :math:`x + \text{token\_mixer}(
+    \operatorname{LN}_1(x))`, then :math:`x + \text{channel\_mixer}(
     \operatorname{LN}_2(x))`.
 
     ``x``: ``[batch, seq, d_model]`` -> ``[batch, seq, d_model]``.
     ``channel_mixer`` may be ``None`` for a token mixer that mixes channels
-    itself (gMLP's), and the block is then :math:`x + \operatorname{
-    token\_mixer}(\operatorname{LN}_1(x))` alone. Pre-norm keeps the
-    residual stream an identity path, :math:`\partial x_{l+1} / \partial x_l
-    = I + \dots`, so gradients reach the first layers unscaled.
+    itself (gMLP's), and the block is then :math:`x +
+    \text{token\_mixer}(\operatorname{LN}_1(x))` alone. Pre-norm leaves
+    the residual stream an identity path, :math:`\partial x_{l+1} /
+    \partial x_l = I + \partial f / \partial x_l`: the gradient reaches
+    every layer through its :math:`I` term.
     """
 
     def __init__(
@@ -400,8 +400,11 @@ def _sample(logits, temperature, top_k, generator) -> torch.Tensor:
 
     .. math::
 
-        p(c) \propto \exp(z_c / \tau) \quad \text{for the } k
-        \text{ largest } z_c, \qquad p(c) = 0 \text{ otherwise},
+        p(c) \propto \begin{cases}
+            e^{z_c / \tau} & \text{if } z_c \text{ is among} \\
+            & \text{the } k \text{ largest,} \\
+            0 & \text{otherwise,}
+        \end{cases}
 
     :math:`\tau` the temperature and :math:`k` = ``top_k`` (every character
     when None)."""
@@ -456,9 +459,9 @@ class LanguageModel(nn.Module):
 
     .. math::
 
-        h_0 = E[\text{idx}] + P_{[:T]}, \qquad
-        h_l = \operatorname{Block}_l(h_{l-1}), \qquad
-        \text{logits} = \operatorname{LN}(h_L)\, W_{\text{head}},
+        h_0 &= E[\text{idx}] + P_{[:T]}, \\
+        h_l &= \operatorname{Block}_l(h_{l-1}), \\
+        \text{logits} &= \operatorname{LN}(h_L)\, W_{\text{head}},
 
     with :math:`E` ``[vocab, d]`` the token embedding, :math:`P` the position
     table (none for a mixer that encodes positions itself) and

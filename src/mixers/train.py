@@ -271,13 +271,13 @@ def lr_at(step: int, config: TrainConfig) -> float:
 
     .. math::
 
-        \eta_t = \begin{cases}
-            \eta\, \dfrac{t + 1}{W} & t < W, \\[1ex]
-            \eta \Big(\rho + (1 - \rho)\,
-            \tfrac{1}{2}\big(1 + \cos \pi p_t\big)\Big)
-            & t \ge W,
-        \end{cases}
-        \qquad p_t = \min\Big(1, \frac{t - W}{\max(1, S - 1 - W)}\Big).
+        \eta_t &= \eta\, (t + 1) / W, \\
+        \eta_t &= \eta \big(\rho + (1 - \rho)\, c_t\big), \\
+        c_t &= \tfrac{1}{2}\big(1 + \cos \pi p_t\big), \\
+        p_t &= \min\big(1,\, (t - W) / D\big), \\
+        D &= \max(1,\, S - 1 - W),
+
+    the first while :math:`t < W` (warm-up), the second from then on.
 
     Warm-up keeps the first updates small while Adam's second-moment
     estimates are still noisy; the cosine spends most steps at a high rate
@@ -307,12 +307,12 @@ def make_optimizer(
 
     .. math::
 
-        m_t = \beta_1 m_{t-1} + (1 - \beta_1)\, g_t, \qquad
-        v_t = \beta_2 v_{t-1} + (1 - \beta_2)\, g_t^2,
-
-        \theta_t = \theta_{t-1} - \eta_t \Big(
-        \frac{m_t / (1 - \beta_1^t)}{\sqrt{v_t / (1 - \beta_2^t)}
-        + \epsilon} + \lambda\, \theta_{t-1}\Big).
+        m_t &= \beta_1 m_{t-1} + (1 - \beta_1)\, g_t, \\
+        v_t &= \beta_2 v_{t-1} + (1 - \beta_2)\, g_t^2, \\
+        \hat m_t &= m_t / (1 - \beta_1^t), \\
+        \hat v_t &= v_t / (1 - \beta_2^t), \\
+        \theta_t &= (1 - \eta_t \lambda)\, \theta_{t-1} \\
+            &\quad - \eta_t\, \hat m_t / (\sqrt{\hat v_t} + \epsilon).
 
     The decay is decoupled from the gradient (the "W"), and a bias or a
     LayerNorm gain pulled towards 0 would only hurt, so their
