@@ -1584,36 +1584,6 @@ def test_training_flops_count_six_per_multiplying_parameter_and_the_attention_sc
     )
 
 
-def test_a_flop_budget_sizes_the_run_and_predicts_its_time():
-    profile = train_module.get_profile("gpu")
-    config = ModelConfig(vocab_size=65, **profile.model)
-    per_step = (
-        train_module.training_flops_per_token(config)
-        * profile.train.batch_size
-        * profile.train.seq_len
-    )
-    # a device that does exactly 100 steps in 120 s at the assumed utilization
-    rate = 100 * per_step / 120 / train_module.ASSUMED_UTILIZATION
-    sized, predicted = train_module.budget_profile(
-        profile, 65, seconds=120, flops_per_s=rate
-    )
-    assert sized.train.steps == 100 and predicted == pytest.approx(120)
-    assert sized.model == profile.model and sized.train.lr == profile.train.lr
-    assert sized.train.warmup_steps == round(
-        profile.train.warmup_steps * 100 / profile.train.steps
-    )
-    # a T4 at the assumed utilization: about two minutes of the gpu profile
-    t4, seconds = train_module.budget_profile(profile, 65)
-    assert 0 < t4.train.steps < profile.train.steps and 100 < seconds <= 120
-    assert t4.train.eval_interval <= t4.train.steps
-    tiny, _ = train_module.budget_profile(profile, 65, seconds=1e-9)
-    assert tiny.train.steps == 1 and tiny.train.warmup_steps == 0
-    with pytest.raises(ValueError, match="utilization"):
-        train_module.budget_profile(profile, 65, utilization=0)
-    with pytest.raises(ValueError, match="seconds"):
-        train_module.budget_profile(profile, 65, seconds=-1)
-
-
 # -----------------------------------------------------------------------------
 # A run returns its best model (nanoGPT keeps its best checkpoint too)
 

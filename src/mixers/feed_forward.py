@@ -1,51 +1,70 @@
 r"""Position-wise feed-forward networks and their GLU variants — the channel
 mixers.
 
-A feed-forward network (FFN) transforms every position on its own: expand the
-`d_model` features of a token to `d_ff` hidden features, apply an activation
-`f`, contract back to `d_model`:
+A feed-forward network (FFN) transforms every position on its own: it expands
+the :math:`d` = ``d_model`` features of a token to :math:`d_{ff}` hidden
+features, applies an activation :math:`f` and contracts back
+(labml.ai's annotated FFN :cite:p:`labml_annotated` reads it so too):
 
-    FFN(x)       = f(x W1 + b1) W2 + b2
+.. math::
+
+    \operatorname{FFN}(x) = f(x W_1 + b_1)\, W_2 + b_2,
+
+with :math:`W_1 \in \mathbb{R}^{d \times d_{ff}}` and
+:math:`W_2 \in \mathbb{R}^{d_{ff} \times d}`.
 
 "GLU Variants Improve Transformer" (Shazeer, 2020) multiplies the activated
 branch element-wise with a second, purely linear projection of the same input:
 
-    FFN_gated(x) = (f(x W + b) ⊗ (x V + c)) W2 + b2
+.. math::
 
-with W, V: [d_model, d_ff] and W2: [d_ff, d_model]. As in Dauphin et al.'s GLU,
-the *gate* is the activated branch f(x W + b) (a sigmoid in the original GLU),
-and it gates the linear branch x V + c. The module's names follow that, as
-LLaMA-style code does:
+    h &= f(x W + b) \odot (x V + c), \\
+    \operatorname{FFN}_{\text{gated}}(x) &= h\, W_2 + b_2,
 
-======  =============  ==================================================
-paper   module         what it is
-======  =============  ==================================================
-W, b    ``gate_proj``  the gate: the branch that passes through f (gated
-                       variants only)
-V, c    ``up_proj``    the linear branch that is gated; in an ungated FFN,
-                       W1, b1 (activated)
-W2, b2  ``down_proj``  back to d_model
-======  =============  ==================================================
+e.g. :math:`\operatorname{FFN}_{\text{GEGLU}}(x) = (\operatorname{GELU}(x W)
+\odot x V)\, W_2` without biases, as the paper writes it. As in Dauphin et
+al.'s GLU, the *gate* is the activated branch :math:`f(x W + b)` (a sigmoid
+in the original GLU), and it gates the linear branch :math:`x V + c`. The
+module's names follow that, as LLaMA-style code does:
 
-The paper's variants:
+==================  =============  ==========================================
+paper               module         what it is
+==================  =============  ==========================================
+:math:`W, b`        ``gate_proj``  the gate: the branch that passes through
+                                   :math:`f` (gated variants only)
+:math:`V, c`        ``up_proj``    the linear branch that is gated; in an
+                                   ungated FFN, :math:`W_1, b_1` (activated)
+:math:`W_2, b_2`    ``down_proj``  back to :math:`d`
+==================  =============  ==========================================
 
-    name      f          gated     name      f          gated
-    relu      max(0, z)  no        bilinear  z          yes
-    gelu      z Φ(z)     no        reglu     max(0, z)  yes
-    swish     z σ(z)     no        geglu     z Φ(z)     yes
-    glu       σ(z)       yes       swiglu    z σ(z)     yes
+The paper's variants (:math:`\Phi` is the standard normal CDF, the exact erf
+form of GELU; swish is Swish with :math:`\beta = 1`, i.e. SiLU):
 
-(Φ is the standard normal CDF, the exact erf form of GELU; swish is Swish with
-β = 1, i.e. SiLU.) The paper drops every bias, so the named variants default to
-`bias=False`; `FeedForward` itself defaults to biases on, like the classic FFN.
+==========  ===========================  =====
+name        :math:`f(z)`                 gated
+==========  ===========================  =====
+relu        :math:`\max(0, z)`           no
+gelu        :math:`z\, \Phi(z)`          no
+swish       :math:`z\, \sigma(z)`        no
+glu         :math:`\sigma(z)`            yes
+bilinear    :math:`z`                    yes
+reglu       :math:`\max(0, z)`           yes
+geglu       :math:`z\, \Phi(z)`          yes
+swiglu      :math:`z\, \sigma(z)`        yes
+==========  ===========================  =====
 
-Parameter matching: an ungated FFN has two [d_model, d_ff] matrices, a gated
-one three. To compare at equal cost the gated hidden size is shrunk to 2/3 —
-the paper uses d_ff = 3072 for the ungated and 2048 for the gated models at
-d_model = 768.
+The paper drops every bias, so the named variants default to ``bias=False``;
+:class:`FeedForward` itself defaults to biases on, like the classic FFN.
+
+Parameter matching: an ungated FFN has two :math:`d \times d_{ff}` matrices, a
+gated one three, so at equal cost the gated hidden size is
+:math:`h = \tfrac{2}{3} d_{ff}` (:math:`\tfrac{2}{3} \cdot 4d` at the usual
+:math:`d_{ff} = 4d`): the paper uses :math:`d_{ff} = 3072` for the ungated
+and 2048 for the gated models at :math:`d = 768`.
 """
 
 import copy
+from typing import Callable
 
 import torch
 from torch import nn
@@ -69,6 +88,9 @@ __all__ = [
     "feed_forward_param_count",
     "feed_forward_variant",
 ]
+
+# FeedForward's three bias switches, one for each projection.
+_BIASES = ("gate_bias", "up_bias", "down_bias")
 
 #: Activation names -> modules (modules, so that `print(ff)` shows which one).
 ACTIVATIONS = {
@@ -115,68 +137,75 @@ def _make_activation(activation):
     return activation
 
 
+def _check_options(d_model, d_ff, dropout, fused, gated, **biases):
+    """``FeedForward``'s arguments, checked once at construction."""
+    check_positive_int("d_model", d_model)
+    check_positive_int("d_ff", d_ff)
+    check_dropout(dropout)
+    check_flags(gated=gated, **biases, fused=fused)
+    if fused and not gated:
+        raise ValueError(
+            "fused=True needs gated=True: only a gated FFN has two input"
+            " projections to fuse"
+        )
+    if fused and biases["gate_bias"] != biases["up_bias"]:
+        raise ValueError(
+            "fused=True needs gate_bias == up_bias (one Linear holds both),"
+            f" got gate_bias={biases['gate_bias']},"
+            f" up_bias={biases['up_bias']}"
+        )
+
+
+# -----------------------------------------------------------------------------
+# The module
+
+
 class FeedForward(nn.Module):
-    """`f(x W1 + b1) W2 + b2`, or gated `(f(x W + b) ⊗ (x V + c)) W2 + b2`.
+    r""":math:`f(x W_1 + b_1) W_2 + b_2`, or gated
+    :math:`(f(x W + b) \odot (x V + c)) W_2 + b_2`.
 
-    x: [batch, seq, d_model] (any leading dims, at least one position) ->
-    [batch, seq, d_model]. Submodules, named after what they do (see the module
-    docstring for the paper's letters):
+    ``x``: ``[batch, seq, d_model]`` (any leading dims, at least one
+    position) -> ``[batch, seq, d_model]``. Submodules, named after what they
+    do (the module's docstring gives the paper's letters):
 
-    - ungated: `up_proj` (W1, b1; its output goes through the activation),
-      `down_proj` (W2, b2);
-    - gated: `gate_proj` (W, b; the gate, activated), `up_proj` (V, c; the
-      linear branch it gates), `down_proj` (W2, b2);
-    - `dropout` on the [batch, seq, d_ff] hidden layer, after the gate product.
+    - ungated: ``up_proj`` (:math:`W_1, b_1`; its output goes through the
+      activation), ``down_proj`` (:math:`W_2, b_2`);
+    - gated: ``gate_proj`` (:math:`W, b`; the gate, activated), ``up_proj``
+      (:math:`V, c`; the linear branch it gates), ``down_proj``;
+    - ``dropout`` on the ``[batch, seq, d_ff]`` hidden layer, after the gate
+      product.
 
-    `fused=True` (gated only) holds W and V stacked in one `gate_up_proj` =
-    Linear(d_model, 2 * d_ff): one matmul instead of two; the first half of its
-    output is the gate, the second half the linear branch. It then needs
-    `gate_bias == up_bias`, since one Linear has one bias switch. `activation`
-    is a name in `ACTIVATIONS` or any callable on tensors (a module or a
-    function); d_model and d_ff are positive ints, `gated`, `fused` and the
-    `*_bias` flags bools.
+    ``fused=True`` (gated only) holds :math:`W` and :math:`V` stacked in one
+    ``gate_up_proj`` = Linear(d_model, 2·d_ff), :math:`x [W \; V] = [xW \;
+    xV]`: one matmul instead of two, the first half of its output the gate,
+    the second the linear branch. It then needs ``gate_bias == up_bias``,
+    since one Linear has one bias switch. ``activation`` is a name in
+    ``ACTIVATIONS`` or any callable on tensors (a module or a function);
+    ``d_model`` and ``d_ff`` are positive ints, ``gated``, ``fused`` and the
+    ``*_bias`` flags bools.
     """
 
     def __init__(
         self,
-        d_model,
-        d_ff,
-        activation="relu",
-        gated=False,
-        dropout=0.0,
-        gate_bias=True,
-        up_bias=True,
-        down_bias=True,
-        fused=False,
+        d_model: int,
+        d_ff: int,
+        activation: str | Callable = "relu",
+        gated: bool = False,
+        dropout: float = 0.0,
+        *,
+        gate_bias: bool = True,
+        up_bias: bool = True,
+        down_bias: bool = True,
+        fused: bool = False,
     ):
         super().__init__()
-        check_positive_int("d_model", d_model)
-        check_positive_int("d_ff", d_ff)
-        check_dropout(dropout)
-        check_flags(
-            gated=gated,
-            gate_bias=gate_bias,
-            up_bias=up_bias,
-            down_bias=down_bias,
-            fused=fused,
+        biases = dict(
+            gate_bias=gate_bias, up_bias=up_bias, down_bias=down_bias
         )
-        if fused and not gated:
-            raise ValueError(
-                "fused=True needs gated=True: only a gated FFN has two input"
-                " projections to fuse"
-            )
-        if fused and gate_bias != up_bias:
-            raise ValueError(
-                "fused=True needs gate_bias == up_bias (one Linear holds"
-                f" both), got gate_bias={gate_bias}, up_bias={up_bias}"
-            )
+        _check_options(d_model, d_ff, dropout, fused, gated, **biases)
         self.d_model, self.d_ff = d_model, d_ff
         self.gated, self.fused = gated, fused
-        self.gate_bias, self.up_bias, self.down_bias = (
-            gate_bias,
-            up_bias,
-            down_bias,
-        )
+        self.gate_bias, self.up_bias, self.down_bias = biases.values()
         self.activation = _make_activation(activation)
         # Creation order (activated branch first) fixes the initial weights a
         # seed gives.
@@ -191,7 +220,26 @@ class FeedForward(nn.Module):
         self.down_proj = nn.Linear(d_ff, d_model, bias=down_bias)
 
     def forward(self, x):
-        """x: [batch, seq, d_model] -> [batch, seq, d_model]."""
+        r"""``x``: ``[batch, seq, d_model]`` -> ``[batch, seq, d_model]``.
+
+        The hidden layer ``[batch, seq, d_ff]`` is :math:`h = f(x W_1 + b_1)`,
+        or gated :math:`h = f(x W + b) \odot (x V + c)`; the output is
+        :math:`\operatorname{dropout}(h)\, W_2 + b_2`.
+        """
+        self._check_input(x)
+        if self.fused:
+            gate, linear_branch = self.gate_up_proj(x).chunk(2, dim=-1)
+            hidden = self.activation(gate) * linear_branch
+        elif self.gated:
+            # [batch, seq, d_ff]
+            hidden = self.activation(self.gate_proj(x)) * self.up_proj(x)
+        else:
+            hidden = self.activation(self.up_proj(x))
+        return self.down_proj(self.dropout(hidden))
+
+    def _check_input(self, x):
+        """``x`` a float tensor ``[..., d_model]`` with at least one position,
+        in the weights' dtype (unless autocast casts it)."""
         if not isinstance(x, torch.Tensor):
             raise TypeError(
                 f"x must be a torch.Tensor, got {type(x).__name__}"
@@ -208,19 +256,10 @@ class FeedForward(nn.Module):
             )
         check_not_empty(x, "x")
         check_dtype_matches(x, "x", self.down_proj)
-        if self.fused:
-            gate, linear_branch = self.gate_up_proj(x).chunk(2, dim=-1)
-            hidden = self.activation(gate) * linear_branch
-        elif self.gated:
-            # [batch, seq, d_ff]
-            hidden = self.activation(self.gate_proj(x)) * self.up_proj(x)
-        else:
-            hidden = self.activation(self.up_proj(x))
-        return self.down_proj(self.dropout(hidden))
 
     def num_parameters(self):
-        """Number of scalar parameters (equals `feed_forward_param_count` for
-        the built-in activations)."""
+        """Number of scalar parameters (equals ``feed_forward_param_count``
+        for the built-in activations)."""
         return sum(p.numel() for p in self.parameters())
 
     def extra_repr(self):
@@ -228,6 +267,10 @@ class FeedForward(nn.Module):
             f"d_model={self.d_model}, d_ff={self.d_ff}, gated={self.gated},"
             f" fused={self.fused}"
         )
+
+
+# -----------------------------------------------------------------------------
+# Fusing and unfusing the input projections
 
 
 def _converted(ff, fused):
@@ -240,16 +283,10 @@ def _converted(ff, fused):
         )
     if ff.fused == fused:
         return copy.deepcopy(ff)
+    activation, dropout = copy.deepcopy(ff.activation), ff.dropout.p
+    biases = {name: getattr(ff, name) for name in _BIASES}
     new = FeedForward(
-        ff.d_model,
-        ff.d_ff,
-        copy.deepcopy(ff.activation),
-        gated=True,
-        dropout=ff.dropout.p,
-        gate_bias=ff.gate_bias,
-        up_bias=ff.up_bias,
-        down_bias=ff.down_bias,
-        fused=fused,
+        ff.d_model, ff.d_ff, activation, True, dropout, **biases, fused=fused
     )
     new.to(ff.down_proj.weight)  # same dtype and device
     new.train(ff.training)
@@ -261,13 +298,13 @@ def _converted(ff, fused):
         for k, v in ff.state_dict().items()
         if k.split(".")[0] not in projections
     }
-    if fused:  # stack [W; V] along the output dim: weight [2 * d_ff, d_model]
-        for kind in ("weight", "bias") if ff.gate_bias else ("weight",):
+    kinds = ("weight", "bias") if ff.gate_bias else ("weight",)
+    for kind in kinds:
+        if fused:  # [W; V] stacked along the output dim: [2·d_ff, d_model]
             state[f"gate_up_proj.{kind}"] = torch.cat(
                 [getattr(ff.gate_proj, kind), getattr(ff.up_proj, kind)]
             )
-    else:
-        for kind in ("weight", "bias") if ff.gate_bias else ("weight",):
+        else:
             state[f"gate_proj.{kind}"], state[f"up_proj.{kind}"] = getattr(
                 ff.gate_up_proj, kind
             ).chunk(2)
@@ -276,24 +313,35 @@ def _converted(ff, fused):
 
 
 def fuse(ff):
-    """A copy of gated `ff` with W and V in one `gate_up_proj`: the same
-    function, one matmul."""
+    r"""A copy of gated ``ff`` with :math:`W` and :math:`V` in one
+    ``gate_up_proj``: the same function, one matmul."""
     return _converted(ff, fused=True)
 
 
 def unfuse(ff):
-    """A copy of gated `ff` with `gate_up_proj` split back into `gate_proj` and
-    `up_proj`."""
+    """A copy of gated ``ff`` with ``gate_up_proj`` split back into
+    ``gate_proj`` and ``up_proj``."""
     return _converted(ff, fused=False)
 
 
-def matched_hidden_size(d_ff, gated):
-    """Hidden size giving a gated FFN the parameters of an ungated one with
-    hidden size `d_ff`.
+# -----------------------------------------------------------------------------
+# Sizes and the paper's variants
 
-    Gated: 3 d_model h ≈ 2 d_model d_ff, so h = 2 d_ff / 3 rounded to the
-    nearest integer (never a tie: 2 d_ff / 3 ends in .0, .33 or .67), e.g. 3072
-    -> 2048, 512 -> 341. Ungated: `d_ff` unchanged.
+
+def matched_hidden_size(d_ff, gated):
+    r"""Hidden size giving a gated FFN the parameters of an ungated one with
+    hidden size ``d_ff``.
+
+    Gated, three matrices of :math:`d \times h` against two of :math:`d
+    \times d_{ff}`:
+
+    .. math::
+
+        3 d h &= 2 d\, d_{ff}, \\
+        h &= \operatorname{round}\big(\tfrac{2}{3} d_{ff}\big),
+
+    never a tie (:math:`\tfrac{2}{3} d_{ff}` ends in .0, .33 or .67), e.g.
+    3072 -> 2048, 512 -> 341. Ungated: ``d_ff`` unchanged.
     """
     check_positive_int("d_ff", d_ff)
     check_bool("gated", gated)
@@ -303,8 +351,18 @@ def matched_hidden_size(d_ff, gated):
 def feed_forward_param_count(
     d_model, d_ff, gated, gate_bias=True, up_bias=True, down_bias=True
 ):
-    """Parameters of `FeedForward(d_model, d_ff, gated=..., *_bias=...)`: [W,
-    b], W1/V, b1/c, W2, b2."""
+    r"""Parameters of ``FeedForward(d_model, d_ff, gated=..., *_bias=...)``:
+
+    .. math::
+
+        N ={} & (d\, d_{ff} + d_{ff}) \\
+        & + (d\, d_{ff} + d_{ff}) \\
+        & + (d_{ff}\, d + d),
+
+    for :math:`V, c`, then :math:`W, b` (gated only), then :math:`W_2, b_2`;
+    each bias term only where its flag is on (ungated, the first line is
+    :math:`W_1, b_1`).
+    """
     check_positive_int("d_model", d_model)
     check_positive_int("d_ff", d_ff)
     check_flags(
@@ -327,14 +385,16 @@ def feed_forward_variant(
     bias=False,
     fused=False,
 ):
-    """The paper's variant `name` (a key of `VARIANTS`) as a FeedForward:
-    [batch, seq, d_model] -> same.
+    r"""The paper's variant ``name`` (a key of ``VARIANTS``) as a
+    :class:`FeedForward`: ``[batch, seq, d_model]`` -> the same.
 
-    `d_ff` is the hidden size of the ungated baseline (default 4 * d_model);
-    with `match_params=True` the gated variants use `matched_hidden_size(d_ff,
-    True)`, otherwise `d_ff` as given. `bias` switches all three biases (the
-    paper: off). `fused` fuses the gated variants and is ignored by the ungated
-    ones, so a sweep over `VARIANTS` can pass it to all of them.
+    ``d_ff`` is the hidden size of the ungated baseline (default
+    :math:`4d`); with ``match_params=True`` the gated variants use
+    ``matched_hidden_size(d_ff, True)``, :math:`\tfrac{2}{3} \cdot 4d`
+    by default, otherwise ``d_ff`` as given. ``bias`` switches all three
+    biases (the paper: off). ``fused`` fuses the gated variants and is
+    ignored by the ungated ones, so a sweep over ``VARIANTS`` can pass it to
+    all of them.
     """
     if name not in VARIANTS:
         raise ValueError(f"name must be one of {list(VARIANTS)}, got {name!r}")
@@ -345,14 +405,7 @@ def feed_forward_variant(
         d_ff = 4 * d_model
     if match_params:
         d_ff = matched_hidden_size(d_ff, gated)
+    biases, fused = dict.fromkeys(_BIASES, bias), fused and gated
     return FeedForward(
-        d_model,
-        d_ff,
-        activation=activation,
-        gated=gated,
-        dropout=dropout,
-        gate_bias=bias,
-        up_bias=bias,
-        down_bias=bias,
-        fused=fused and gated,
+        d_model, d_ff, activation, gated, dropout, **biases, fused=fused
     )

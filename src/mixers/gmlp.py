@@ -1,51 +1,48 @@
 r"""gMLP: token mixing with a gated, learned linear map along the sequence — no
 attention.
 
-"Pay Attention to MLPs" (Liu et al., 2021). For one sample X: [n, d] (n
-positions, d = d_model channels) the gMLP block is
-
-=====================  ================  ================  ================
-step                   weights           output            mixes
-=====================  ================  ================  ================
-Z = GELU(X U)          U: [d, d_ffn]     Z: [n, d_ffn]     channels
-Z̃ = s(Z)                                 Z̃: [n, d_ffn/2]   positions
-Y = Z̃ V                V: [d_ffn/2, d]   Y: [n, d]         channels
-out = X + Y                                                (X pre-normalised)
-=====================  ================  ================  ================
-
-The Spatial Gating Unit s splits Z along channels into halves Z1, Z2 and gates
-Z1 with a linear map of Z2 *along the sequence*:
+"Pay Attention to MLPs" (Liu et al., 2021); labml.ai's annotated
+implementation :cite:p:`labml_annotated` reads the same paper. For one sample
+:math:`X \in \mathbb{R}^{n \times d}` (:math:`n` positions, :math:`d` =
+``d_model`` channels) a gMLP block is
 
 .. math::
 
-    s(Z) = Z_1 \odot f(\operatorname{norm}(Z_2)), \qquad
-    f(Z_2)_{i,c} = \sum_j W_{i,j}\, (Z_2)_{j,c} + b_i
+    Z &= \operatorname{GELU}(\hat X U), \\
+    \tilde Z &= s(Z), \\
+    Y &= \tilde Z V, \\
+    \text{out} &= X + Y,
 
-with :math:`W \in \mathbb{R}^{n \times n}` and :math:`b \in \mathbb{R}^n`.
+with :math:`\hat X = \operatorname{LayerNorm}(X)`, :math:`U \in
+\mathbb{R}^{d \times d_{\text{ffn}}}` and :math:`V \in
+\mathbb{R}^{d_{\text{ffn}}/2 \times d}`: :math:`U` and :math:`V` mix channels,
+:math:`s` mixes positions.
 
-W is where positions meet: a learned attention map that does not depend on the
-input. It starts near zero (uniform ±0.01) and b at one, so s(Z) ≈ Z1 and each
-block starts as a per-position FFN; token mixing is learned from there. Causal:
-W is lower triangular (j ≤ i), so position i never reads the future. W has a
-fixed size seq_len; shorter sequences use its leading block.
-
-aMLP adds a tiny single-head attention (d_attn = 64) on the block's normalised
-input. Its output, [n, d_ffn/2], is added inside the gate: s(Z) = Z1 ⊙ (W
-norm(Z2) + b + attn(X)).
-
-How Toeplitz is a learned W? The paper finds learned spatial weights local and
-nearly shift-invariant: W[i, j] ≈ w(i - j), a convolution. `diagonal_means`
-gives m_k, the mean of W over the diagonal i - j = k; `toeplitz_score` is the
-share of W's variance (over the causal lower triangle) that the Toeplitz matrix
-T[i, j] = m_{i-j} explains:
+The Spatial Gating Unit :math:`s` splits :math:`Z` along its channels into
+halves :math:`Z_1, Z_2` and gates :math:`Z_1` with a linear map of
+:math:`Z_2` *along the sequence*:
 
 .. math::
 
-    \text{score} = 1 - \frac{\sum_{j \le i} (W_{i,j} - m_{i-j})^2}
-                             {\sum_{j \le i} (W_{i,j} - \bar W)^2}
+    s(Z) = Z_1 \odot \big(W \operatorname{norm}(Z_2) + b\big),
 
-1 for an exact Toeplitz matrix; about (n - 1) / (n(n+1)/2 - 1) ≈ 2/n for i.i.d.
-noise.
+with :math:`W \in \mathbb{R}^{n \times n}` and :math:`b \in \mathbb{R}^{n}`.
+
+:math:`W` is where positions meet: a learned attention map that does not
+depend on the input. Causal, :math:`W` is lower triangular
+(:math:`W_{ij} = 0` for :math:`j > i`); it has a fixed size ``seq_len`` and a
+shorter sequence uses its leading block.
+
+aMLP adds a tiny single-head attention (:math:`d_{\text{attn}} = 64`) on the
+block's normalised input, added inside the gate:
+:math:`s(Z) = Z_1 \odot (W \operatorname{norm}(Z_2) + b +
+\operatorname{attn}(\hat X))`.
+
+**Checks, once.** Each module checks its arguments once when it is built and
+once at the entry of ``forward``; a module inside another is called with
+``checked=True``, because the outermost one has checked its input and zeroed
+its padded positions already, and every shape inside follows from the
+constructors' checks. Each module is still safe to call on its own.
 """
 
 import torch
@@ -61,7 +58,7 @@ from ._checks import (
     check_tensor,
     check_token_mask,
 )
-from .attention import causal_mask, fused_attention, zero_padding
+from .attention import causal_mask, fused_attention
 
 __all__ = [
     "SpatialGatingUnit",
@@ -74,17 +71,44 @@ __all__ = [
 ]
 
 
-class SpatialGatingUnit(nn.Module):
-    """s(Z) = Z1 ⊙ (W norm(Z2) + b): Z [batch, seq, d_z] -> [batch, seq,
-    d_z/2].
+def _zero_padded(x, token_mask):
+    r"""``x`` ``[batch, seq, ...]`` with the rows of padded positions
+    (``token_mask`` False) set to 0.
 
-    Z1, Z2 are the first and second halves of Z's channels; `norm` is a
-    LayerNorm over Z2's d_z/2 channels; W [seq_len, seq_len] and b [seq_len]
-    act along the sequence (see the module docstring). W ~ uniform(-init_scale,
-    init_scale), b = 1, so s(Z) ≈ Z1 at initialisation. causal=True multiplies
-    W by the lower-triangular buffer `mask` [seq_len, seq_len] (j ≤ i). d_z: a
-    positive even int; seq_len: a positive int; causal: a bool; init_scale: a
-    non-negative finite float; eps (the LayerNorm's): a positive finite float.
+    ``masked_fill``, not a product: :math:`0 \cdot \infty` and
+    :math:`0 \cdot \text{NaN}` are NaN, a filled zero is zero and passes a
+    zero gradient back.
+    """
+    if token_mask is None:
+        return x
+    return x.masked_fill(~token_mask[:, :, None], 0.0)
+
+
+def _check_input(x, name, width, token_mask):
+    """``x`` a float ``[batch, seq, width]`` with a position at least, and
+    ``token_mask`` None or its bool ``[batch, seq]`` mask; ``width`` is
+    ``(name, size)``, spelt in the error."""
+    width_name, size = width
+    expected = f"[batch, seq, {width_name}={size}]"
+    check_tensor(x, name, expected, ndim=3, width=size)
+    if token_mask is not None:
+        check_token_mask(token_mask, *x.shape[:2])
+
+
+# -----------------------------------------------------------------------------
+# The Spatial Gating Unit
+
+
+class SpatialGatingUnit(nn.Module):
+    r""":math:`s(Z) = Z_1 \odot (W \operatorname{norm}(Z_2) + b)`: ``z``
+    ``[batch, seq, d_z]`` -> ``[batch, seq, d_z/2]``.
+
+    ``norm`` is a LayerNorm over :math:`Z_2`'s :math:`d_z/2` channels;
+    ``weight`` (:math:`W`, ``[seq_len, seq_len]``) and ``bias`` (:math:`b`,
+    ``[seq_len]``) act along the sequence. ``d_z``: a positive even int;
+    ``seq_len``: a positive int; ``causal``: a bool; ``init_scale``: a
+    non-negative finite float; ``eps`` (the LayerNorm's): a positive finite
+    float.
     """
 
     def __init__(self, d_z, seq_len, causal=False, init_scale=0.01, eps=1e-5):
@@ -97,20 +121,25 @@ class SpatialGatingUnit(nn.Module):
         check_positive_float("eps", eps)
         self.d_z, self.seq_len, self.causal = d_z, seq_len, causal
         self.norm = nn.LayerNorm(d_z // 2, eps=eps)
-        # Near-zero W and unit b: f(Z2) ≈ 1, so the unit passes Z1 through and
-        # the block starts as a per-position FFN. The paper notes this matters
-        # for stable early training.
+        # Near-identity start: :math:`W_{ij} \sim \mathcal{U}(-0.01, 0.01)`
+        # and :math:`b = 1` give :math:`W \operatorname{norm}(Z_2) + b
+        # \approx 1`, so :math:`s(Z) \approx Z_1` and each block starts as a
+        # per-position FFN; token mixing is learned from there. The paper
+        # notes this matters for stable early training.
         self.weight = nn.Parameter(
             torch.empty(seq_len, seq_len).uniform_(-init_scale, init_scale)
         )
         self.bias = nn.Parameter(torch.ones(seq_len))
-        mask = causal_mask(seq_len) if self.causal else None
-        # rebuilt from `causal`, not saved
+        # The causal mask :math:`M_{ij} = [j \le i]` multiplies :math:`W`, so
+        # the entries above the diagonal get zero gradient and never move; a
+        # buffer rebuilt from ``causal``, not saved.
+        mask = causal_mask(seq_len) if causal else None
         self.register_buffer("mask", mask, persistent=False)
 
     def spatial_weight(self, seq_len=None):
-        """The effective W [seq, seq] (seq = seq_len if None): the leading
-        block, causally masked."""
+        r"""The effective :math:`W \odot M`, ``[seq, seq]`` (seq = ``seq_len``
+        if None): the leading block :math:`W_{[:n, :n]}` of a shorter
+        sequence, causally masked."""
         n = self.seq_len if seq_len is None else seq_len
         check_positive_int("seq_len", n)
         if n > self.seq_len:
@@ -122,61 +151,76 @@ class SpatialGatingUnit(nn.Module):
         weight = self.weight[:n, :n]
         return weight * self.mask[:n, :n] if self.causal else weight
 
-    def forward(self, z, token_mask=None, gate_residual=None):
-        """z [batch, seq, d_z] -> [batch, seq, d_z/2], with 1 ≤ seq ≤ seq_len.
+    def forward(
+        self, z, token_mask=None, gate_residual=None, *, checked=False
+    ):
+        r"""``z`` ``[batch, seq, d_z]`` -> ``[batch, seq, d_z/2]``, with
+        :math:`1 \le` seq :math:`\le` ``seq_len``.
 
-        token_mask: bool [batch, seq], True = real token, False = padding. A
-        padded position j contributes nothing to any output, whatever it holds
-        (inf and NaN included): Z[j] is zeroed on entry and norm(Z2)[j] before
-        W, i.e. column j of W is dropped for that sample. The output AT a
-        padded position is 0 (its Z1 is zeroed; for a finite gate_residual):
-        ignore it. gate_residual: [batch, seq, d_z/2] added to the gate before
-        the product (aMLP's attention).
+        .. math::
+
+            s(Z)_{i,c} &= (Z_1)_{i,c}\; g_{i,c}, \\
+            g_{i,c} &= \textstyle\sum_{j} W_{ij}\, \hat Z_{j,c} + b_i,
+
+        with :math:`\hat Z = \operatorname{norm}(Z_2)`.
+
+        ``token_mask``: bool ``[batch, seq]``, True = real token. A padded
+        position :math:`j` contributes nothing, as if column :math:`j` of
+        :math:`W` were dropped for that sample: its row of :math:`Z` is zeroed
+        (whatever it held, inf and NaN included), and so is its row of
+        :math:`\operatorname{norm}(Z_2)`, which would be the norm's shift
+        :math:`\beta`, not 0. Its own output is :math:`0 \cdot
+        \text{gate} = 0`: ignore it. ``gate_residual``: ``[batch, seq,
+        d_z/2]`` added to the gate before the product (aMLP's attention).
+        ``checked``: the caller has checked the arguments (see the module's
+        docstring).
         """
-        check_tensor(
-            z, "z", f"[batch, seq, d_z={self.d_z}]", ndim=3, width=self.d_z
-        )
-        batch, seq, _ = z.shape
-        if token_mask is not None:
-            check_token_mask(token_mask, batch, seq)
-        if gate_residual is not None:
-            expected = f"[batch, seq, d_z/2] = {(batch, seq, self.d_z // 2)}"
-            check_tensor(
-                gate_residual,
-                "gate_residual",
-                expected,
-                ndim=3,
-                width=self.d_z // 2,
-            )
-            if gate_residual.shape[:2] != (batch, seq):
-                raise ValueError(
-                    f"gate_residual must have shape {expected}, got"
-                    f" {tuple(gate_residual.shape)}"
-                )
-        weight = self.spatial_weight(seq)  # raises if seq > seq_len
-        # [batch, seq, d_z/2] each
-        z1, z2 = zero_padding(z, token_mask).chunk(2, dim=-1)
-        z2 = self.norm(z2)
-        if token_mask is not None:
-            # the norm's shift too: column j of W dropped
-            z2 = z2.masked_fill(~token_mask[:, :, None], 0.0)
+        if not checked:
+            self._check_arguments(z, token_mask, gate_residual)
+        seq = z.shape[1]
+        weight = self.spatial_weight(seq)  # [seq, seq]
+        # padded rows dropped: from Z, then from norm(Z2) (the norm's shift)
+        z1, z2 = _zero_padded(z, token_mask).chunk(2, dim=-1)
+        z2 = _zero_padded(self.norm(z2), token_mask)
         # [seq, seq] @ [batch, seq, d_z/2]: mixes positions
         gate = weight @ z2 + self.bias[:seq, None]
         if gate_residual is not None:
             gate = gate + gate_residual
         return z1 * gate
 
+    def _check_arguments(self, z, token_mask, gate_residual):
+        _check_input(z, "z", ("d_z", self.d_z), token_mask)
+        if gate_residual is not None:
+            batch, seq, _ = z.shape
+            expected = f"[batch, seq, d_z/2] = {(batch, seq, self.d_z // 2)}"
+            check_tensor(gate_residual, "gate_residual", expected, ndim=3)
+            if gate_residual.shape != (batch, seq, self.d_z // 2):
+                raise ValueError(
+                    f"gate_residual must have shape {expected}, got"
+                    f" {tuple(gate_residual.shape)}"
+                )
+
     def extra_repr(self):
         return f"d_z={self.d_z}, seq_len={self.seq_len}, causal={self.causal}"
 
 
-class TinyAttention(nn.Module):
-    """aMLP's single-head attention: x [batch, seq, d_in] -> [batch, seq,
-    d_out].
+# -----------------------------------------------------------------------------
+# aMLP's tiny attention
 
-    q, k, v = x W_qkv (each [batch, seq, d_attn]); out = softmax(q kᵀ /
-    √d_attn) v W_out. Submodules `qkv` = Linear(d_in, 3·d_attn) and `proj` =
-    Linear(d_attn, d_out). d_in, d_out, d_attn: positive ints; causal: a bool.
+
+class TinyAttention(nn.Module):
+    r"""aMLP's single-head attention: ``x`` ``[batch, seq, d_in]`` ->
+    ``[batch, seq, d_out]``.
+
+    .. math::
+
+        q, k, v &= x W_{qkv}, \\
+        \operatorname{attn}(x) &= \operatorname{softmax}\big(q k^\top /
+        \sqrt{d_a}\big)\, v W_o
+
+    with :math:`d_a` = ``d_attn``, ``qkv`` (:math:`W_{qkv}`) = Linear(d_in,
+    3·d_attn) and ``proj`` (:math:`W_o`) = Linear(d_attn, d_out). ``d_in``,
+    ``d_out``, ``d_attn``: positive ints; ``causal``: a bool.
     """
 
     def __init__(self, d_in, d_out, d_attn=64, causal=False):
@@ -187,49 +231,36 @@ class TinyAttention(nn.Module):
             ("d_attn", d_attn),
         ):
             check_positive_int(name, value)
-        self.d_in, self.d_out, self.d_attn, self.causal = (
-            d_in,
-            d_out,
-            d_attn,
-            check_bool("causal", causal),
-        )
+        self.causal = check_bool("causal", causal)
+        self.d_in, self.d_out, self.d_attn = d_in, d_out, d_attn
         self.qkv = nn.Linear(d_in, 3 * d_attn)
         self.proj = nn.Linear(d_attn, d_out)
 
-    def forward(self, x, token_mask=None):
-        """x [batch, seq, d_in] -> [batch, seq, d_out]; token_mask bool [batch,
-        seq], True = real token.
-
-        Padded keys get zero weight, and padded inputs are zeroed on entry, so
-        that an inf or NaN there reaches no real output and no gradient (a zero
-        weight times NaN is NaN). A query that may attend to no key at all
-        (under causality, a padded prefix) outputs proj's bias alone instead of
-        softmax over nothing = NaN.
-        """
-        check_tensor(
-            x, "x", f"[batch, seq, d_in={self.d_in}]", ndim=3, width=self.d_in
-        )
-        batch, seq, _ = x.shape
-        if token_mask is not None:
-            check_token_mask(token_mask, batch, seq)
-        x = zero_padding(x, token_mask)
+    def forward(self, x, token_mask=None, *, checked=False):
+        """``x`` ``[batch, seq, d_in]`` -> ``[batch, seq, d_out]``;
+        ``token_mask`` bool ``[batch, seq]``, True = real token; ``checked``:
+        as in :class:`SpatialGatingUnit`."""
+        if not checked:
+            _check_input(x, "x", ("d_in", self.d_in), token_mask)
+            x = _zero_padded(x, token_mask)
         # [batch, seq, d_attn] each; SDPA scales by 1/√d_attn
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         if token_mask is None:
-            out = fused_attention(q, k, v, is_causal=self.causal)
-        else:
-            # [batch, 1, seq]: query i may read key j
-            attend = token_mask[:, None, :]
-            if self.causal:
-                attend = attend & causal_mask(seq, device=x.device)
-            attend = attend.expand(batch, seq, seq)
-            # Empty rows attend to everything inside the kernel (no NaN,
-            # forward or backward), then are zeroed, which also blocks their
-            # gradient to the keys they "saw".
-            empty = ~attend.any(dim=-1, keepdim=True)  # [batch, seq, 1]
-            out = fused_attention(q, k, v, attn_mask=attend | empty)
-            out = out.masked_fill(empty, 0.0)
-        return self.proj(out)
+            return self.proj(fused_attention(q, k, v, is_causal=self.causal))
+        # Query :math:`i` may read key :math:`j` when :math:`j` is real (and,
+        # causal, :math:`j \le i`): ``[batch, seq, seq]``.
+        seq = x.shape[1]
+        attend = token_mask[:, None, :].expand(-1, seq, -1)
+        if self.causal:
+            attend = attend & causal_mask(seq, device=x.device)
+        # A query with no key to read (under causality, a padded prefix)
+        # would be :math:`\operatorname{softmax}` over nothing, 0/0 = NaN.
+        # Its row attends to everything inside the kernel (no NaN, forward
+        # or backward), then is zeroed, which also blocks its gradient to
+        # the keys it "saw": it outputs ``proj``'s bias alone.
+        empty = ~attend.any(dim=-1, keepdim=True)  # [batch, seq, 1]
+        out = fused_attention(q, k, v, attn_mask=attend | empty)
+        return self.proj(out.masked_fill(empty, 0.0))
 
     def extra_repr(self):
         return (
@@ -238,18 +269,24 @@ class TinyAttention(nn.Module):
         )
 
 
-class GatedMLP(nn.Module):
-    """The gMLP block's body, without norm and shortcut: x [batch, seq,
-    d_model] -> [batch, seq, d_model].
+# -----------------------------------------------------------------------------
+# The gated MLP and the gMLP block
 
-    Z = GELU(x U) [batch, seq, d_ffn]; Z̃ = s(Z) [batch, seq, d_ffn/2]; Y = Z̃
-    V [batch, seq, d_model]. Submodules `proj_in` (U), `activation`, `sgu`,
-    `proj_out` (V), and with tiny_attention=True (aMLP) `attention` =
-    TinyAttention(d_model, d_ffn/2), whose output on x joins the gate: Z̃ = Z1
-    ⊙ (W norm(Z2) + b + attention(x)). `dropout` applies to Z̃ while training,
-    as a feed-forward's dropout does to its hidden layer. This is the token
-    mixer "gmlp"/"amlp" of the model. d_model, seq_len, d_attn: positive ints;
-    d_ffn: a positive even int; causal, tiny_attention: bools; dropout: a
+
+class GatedMLP(nn.Module):
+    r"""The gMLP block's body, without norm and shortcut: ``x`` ``[batch,
+    seq, d_model]`` -> ``[batch, seq, d_model]``.
+
+    .. math::
+
+        Y = \operatorname{dropout}\big(s(\operatorname{GELU}(x U))\big)\, V
+
+    Submodules ``proj_in`` (:math:`U`), ``activation``, ``sgu``,
+    ``proj_out`` (:math:`V`) and, with ``tiny_attention=True`` (aMLP),
+    ``attention`` = ``TinyAttention(d_model, d_ffn/2)``, whose output joins
+    the gate. This is the token mixer ``"gmlp"``/``"amlp"`` of the model.
+    ``d_model``, ``seq_len``, ``d_attn``: positive ints; ``d_ffn``: a positive
+    even int; ``causal``, ``tiny_attention``: bools; ``dropout``: a
     probability in [0, 1).
     """
 
@@ -281,86 +318,74 @@ class GatedMLP(nn.Module):
         )
         self.dropout = nn.Dropout(check_dropout(dropout))
 
-    def forward(self, x, token_mask=None):
-        """x [batch, seq, d_model] -> [batch, seq, d_model]; token_mask bool
-        [batch, seq], True = real token.
+    def forward(self, x, token_mask=None, *, checked=False):
+        r"""``x`` ``[batch, seq, d_model]`` -> ``[batch, seq, d_model]``;
+        ``token_mask`` bool ``[batch, seq]``, True = real token; ``checked``:
+        as in :class:`SpatialGatingUnit`.
 
-        Padded positions are zeroed on entry: whatever they hold reaches no
-        real output and no gradient.
+        Padded positions reach no real output and no gradient: zeroed at the
+        outermost entry, dropped inside the unit.
         """
-        check_tensor(
-            x,
-            "x",
-            f"[batch, seq, d_model={self.d_model}]",
-            ndim=3,
-            width=self.d_model,
-        )
-        if token_mask is not None:
-            check_token_mask(token_mask, *x.shape[:2])
-        x = zero_padding(x, token_mask)
+        if not checked:  # the outermost call: check, and zero the padding
+            _check_input(x, "x", ("d_model", self.d_model), token_mask)
+            x = _zero_padded(x, token_mask)
         gate_residual = (
-            self.attention(x, token_mask)
+            self.attention(x, token_mask, checked=True)
             if self.attention is not None
             else None
         )
         z = self.activation(self.proj_in(x))  # [batch, seq, d_ffn]
-        z = self.sgu(z, token_mask, gate_residual)  # [batch, seq, d_ffn/2]
+        # Z̃ = s(Z): [batch, seq, d_ffn/2]
+        z = self.sgu(z, token_mask, gate_residual, checked=True)
         return self.proj_out(self.dropout(z))
 
 
 class GMLPBlock(nn.Module):
-    """One gMLP block: x + GatedMLP(LayerNorm(x)); x [batch, seq, d_model] ->
-    [batch, seq, d_model].
+    r"""One gMLP block, pre-norm and residual:
+    :math:`x + \operatorname{GatedMLP}(\operatorname{LayerNorm}(x))`; ``x``
+    ``[batch, seq, d_model]`` -> ``[batch, seq, d_model]``.
 
-    Submodules `norm` and `mlp`. The language model's `Block(token_mixer,
-    channel_mixer)` computes x + token_mixer(norm(x)), then x +
-    channel_mixer(norm(x)). Its registry pairs the token mixer "gmlp"
-    (GatedMLP; "amlp" with tiny attention) with the channel mixer "none", which
-    drops the second sub-layer — so that Block is exactly this GMLPBlock: as in
-    the paper, the gMLP block replaces both the attention and the FFN
-    sub-layers. The arguments are GatedMLP's.
+    Submodules ``norm`` and ``mlp``. The language model's ``Block`` computes
+    :math:`x + \text{token\_mixer}(\operatorname{norm}(x))`, then
+    :math:`x + \text{channel\_mixer}(\operatorname{norm}(x))`; its registry
+    pairs the token mixer ``"gmlp"`` with the channel mixer ``"none"``, which
+    drops the second sub-layer, so that ``Block`` is exactly this block: as
+    in the paper, the gMLP block replaces both the attention and the FFN
+    sub-layers. The arguments are :class:`GatedMLP`'s.
     """
 
-    def __init__(
-        self,
-        d_model,
-        d_ffn,
-        seq_len,
-        causal=False,
-        tiny_attention=False,
-        d_attn=64,
-        dropout=0.0,
-    ):
+    def __init__(self, d_model, d_ffn, seq_len, **options):
         super().__init__()
         self.norm = nn.LayerNorm(check_positive_int("d_model", d_model))
-        self.mlp = GatedMLP(
-            d_model, d_ffn, seq_len, causal, tiny_attention, d_attn, dropout
-        )
+        self.mlp = GatedMLP(d_model, d_ffn, seq_len, **options)
 
     def forward(self, x, token_mask=None):
-        """x [batch, seq, d_model] -> [batch, seq, d_model]; token_mask bool
-        [batch, seq], True = real token.
+        """``x`` ``[batch, seq, d_model]`` -> ``[batch, seq, d_model]``;
+        ``token_mask`` bool ``[batch, seq]``, True = real token.
 
         Padded positions are zeroed on entry (their outputs are meaningless):
-        whatever they hold, inf and NaN included, reaches no real output and no
-        gradient.
+        whatever they hold, inf and NaN included, reaches no real output and
+        no gradient.
         """
-        check_tensor(
-            x,
-            "x",
-            f"[batch, seq, d_model={self.mlp.d_model}]",
-            ndim=3,
-            width=self.mlp.d_model,
-        )
-        if token_mask is not None:
-            check_token_mask(token_mask, *x.shape[:2])
-        x = zero_padding(x, token_mask)
-        return x + self.mlp(self.norm(x), token_mask)
+        _check_input(x, "x", ("d_model", self.mlp.d_model), token_mask)
+        x = _zero_padded(x, token_mask)
+        return x + self.mlp(self.norm(x), token_mask, checked=True)
 
 
 def gmlp_param_count(d_model, d_ffn, seq_len, tiny_attention=False, d_attn=64):
-    """Parameters of `GMLPBlock(d_model, d_ffn, seq_len, tiny_attention=...,
-    d_attn=...)`."""
+    r"""Parameters of ``GMLPBlock(d_model, d_ffn, seq_len, tiny_attention=...,
+    d_attn=...)``:
+
+    .. math::
+
+        N ={} & 2d + (d + 1)\, d_{\text{ffn}} + d_{\text{ffn}} \\
+        & + n (n + 1) + (d_{\text{ffn}}/2 + 1)\, d
+
+    (the block's norm, :math:`U`, the unit's norm; :math:`W` and :math:`b`,
+    :math:`V`), plus :math:`(d + 1)\, 3 d_a + (d_a + 1)\, d_{\text{ffn}}/2`
+    for aMLP's attention (:math:`d_a` = ``d_attn``). :math:`W` grows as
+    :math:`n^2`: at :math:`n = 256` it is 65,536 parameters a layer.
+    """
     check_bool("tiny_attention", tiny_attention)
     check_positive_int("d_model", d_model)
     check_even("d_ffn", d_ffn)
@@ -370,8 +395,7 @@ def gmlp_param_count(d_model, d_ffn, seq_len, tiny_attention=False, d_attn=64):
     count = 2 * d_model  # block norm: LayerNorm(d_model) weight and bias
     count += d_model * d_ffn + d_ffn  # proj_in: U and its bias
     count += 2 * half  # sgu.norm: LayerNorm(d_ffn/2) weight and bias
-    # sgu: W [seq_len, seq_len] and b [seq_len]
-    count += seq_len * seq_len + seq_len
+    count += seq_len * seq_len + seq_len  # sgu: W and b
     count += half * d_model + d_model  # proj_out: V and its bias
     if tiny_attention:
         count += d_model * 3 * d_attn + 3 * d_attn  # attention.qkv
@@ -380,17 +404,33 @@ def gmlp_param_count(d_model, d_ffn, seq_len, tiny_attention=False, d_attn=64):
     return count
 
 
+# -----------------------------------------------------------------------------
+# How Toeplitz is a learned W?
+#
+# The paper finds learned spatial weights local and nearly shift-invariant:
+# :math:`W_{ij} \approx w(i - j)`, a convolution. :func:`diagonal_means` gives
+# :math:`m_k`, the mean of :math:`W` over the diagonal :math:`i - j = k`;
+# :func:`toeplitz_score` is the share of :math:`W`'s variance (over the causal
+# lower triangle) that the Toeplitz matrix :math:`T_{ij} = m_{i-j}` explains:
+#
+# .. math::
+#
+#     \text{score} = 1 - \frac{\sum_{j \le i} (W_{ij} - m_{i-j})^2}
+#                              {\sum_{j \le i} (W_{ij} - \bar W)^2}
+#
+# 1 for an exact Toeplitz matrix; for i.i.d. noise about
+# :math:`(n - 1) / (n(n+1)/2 - 1) \approx 2/n`: :math:`n` means fitted to
+# :math:`n(n+1)/2` entries.
+
+
 def _check_square(weight):
     if not isinstance(weight, torch.Tensor):
         raise TypeError(
             "weight must be a torch.Tensor of shape [seq, seq], got"
             f" {type(weight).__name__}"
         )
-    if (
-        weight.dim() != 2
-        or weight.shape[0] != weight.shape[1]
-        or weight.shape[0] == 0
-    ):
+    n = weight.shape[0] if weight.dim() == 2 else 0
+    if n == 0 or weight.shape[1] != n:
         raise ValueError(
             "weight must be a square matrix [seq, seq], got shape"
             f" {tuple(weight.shape)}"
@@ -423,12 +463,12 @@ def _diagonals(weight, causal):
 
 
 def diagonal_means(weight, causal=True):
-    """m_k = mean of W[i, j] over the diagonal i - j = k; weight [seq, seq] ->
-    float64 tensor.
+    r""":math:`m_k = \operatorname{mean}_{i - j = k} W_{ij}`; ``weight``
+    ``[seq, seq]`` -> a float64 tensor.
 
-    causal=True: k = 0 .. seq-1 (how far back position i reads), shape [seq].
-    causal=False: k = -(seq-1) .. seq-1, shape [2·seq - 1], k = 0 at index seq
-    - 1.
+    ``causal=True``: :math:`k = 0, \dots, n - 1` (how far back position
+    :math:`i` reads), shape ``[seq]``. ``causal=False``: :math:`k = -(n-1),
+    \dots, n-1`, shape ``[2·seq - 1]``, :math:`k = 0` at index ``seq - 1``.
     """
     values, offsets, count = _diagonals(weight, causal)
     sums = torch.zeros(
@@ -438,8 +478,8 @@ def diagonal_means(weight, causal=True):
 
 
 def toeplitz_score(weight, causal=True):
-    """Share of W's variance explained by its diagonal means (see the module
-    docstring), in [0, 1].
+    """Share of W's variance explained by its diagonal means (see the note
+    above), in [0, 1].
 
     weight [seq, seq]; with causal=True only the lower triangle j ≤ i counts
     (the masked upper triangle is never used). 1.0 for an exact Toeplitz

@@ -1,11 +1,13 @@
-"""One decoder block, one language model, and a registry of mixers.
+r"""One decoder block, one language model, and a registry of mixers.
 
 Every block of a sequence model is a *token mixer* (moves information between
 positions) followed by a *channel mixer* (transforms each position on its own),
-each wrapped in pre-norm and a residual::
+each wrapped in pre-norm and a residual:
 
-    x = x + token_mixer(norm_1(x))
-    x = x + channel_mixer(norm_2(x))
+.. math::
+
+    x &\leftarrow x + \text{token\_mixer}(\operatorname{LN}_1(x)), \\
+    x &\leftarrow x + \text{channel\_mixer}(\operatorname{LN}_2(x)).
 
 Because ``Block`` takes both mixers as arguments, any token mixer trains with
 any channel mixer under the same harness: a fair, like-for-like comparison.
@@ -24,6 +26,11 @@ or rejects the rest:
   mixers read ``attention_scale``). An option set for a mixer that does not
   read it is refused, naming it, rather than silently ignored; so is a ``d_ff``
   that no mixer of the block reads.
+
+The hidden sizes, from :math:`d` = ``d_model`` when ``d_ff`` is None: a
+feed-forward's :math:`d_{ff} = 4d`, shrunk to :math:`\tfrac{2}{3} \cdot 4d`
+for a gated one (:func:`mixers.feed_forward.matched_hidden_size`), and gMLP's
+:math:`d_{\text{ffn}} = 6d`, the ratio of the paper's base models.
 """
 
 from __future__ import annotations
@@ -68,7 +75,9 @@ __all__ = [
 ]
 
 
-#: The lowest sampling temperature ``generate`` takes.
+#: The lowest sampling temperature ``generate`` takes: below it, :math:`z /
+#: \tau` overflows float32 to :math:`\infty` and the softmax of
+#: :math:`\infty` is NaN (and so low a :math:`\tau` is ``top_k=1`` anyway).
 MIN_TEMPERATURE = 1e-6
 
 
@@ -342,12 +351,17 @@ def _amlp(config: ModelConfig) -> nn.Module:
 
 
 class Block(nn.Module):
-    """Pre-norm residual block: ``x + token_mixer(norm(x))``, then ``x +
-    channel_mixer(norm(x))``.
+    r"""Pre-norm residual block: :math:`x + \text{token\_mixer}(
+    \operatorname{LN}_1(x))`, then :math:`x + \text{channel\_mixer}(
+    \operatorname{LN}_2(x))`.
 
     ``x``: ``[batch, seq, d_model]`` -> ``[batch, seq, d_model]``.
     ``channel_mixer`` may be ``None`` for a token mixer that mixes channels
-    itself.
+    itself (gMLP's), and the block is then :math:`x +
+    \text{token\_mixer}(\operatorname{LN}_1(x))` alone. Pre-norm leaves
+    the residual stream an identity path, :math:`\partial x_{l+1} /
+    \partial x_l = I + \partial f / \partial x_l`: the gradient reaches
+    every layer through its :math:`I` term.
     """
 
     def __init__(
@@ -381,9 +395,19 @@ class Block(nn.Module):
 
 
 def _sample(logits, temperature, top_k, generator) -> torch.Tensor:
-    """One token id per row ``[batch, 1]`` from logits ``[batch, vocab]``:
-    divided by the temperature, cut to the ``top_k`` most likely, drawn from
-    ``generator``."""
+    r"""One token id per row ``[batch, 1]`` from logits ``[batch, vocab]``,
+    drawn from ``generator`` with
+
+    .. math::
+
+        p(c) \propto \begin{cases}
+            e^{z_c / \tau} & \text{if } z_c \text{ is among} \\
+            & \text{the } k \text{ largest,} \\
+            0 & \text{otherwise,}
+        \end{cases}
+
+    :math:`\tau` the temperature and :math:`k` = ``top_k`` (every character
+    when None)."""
     logits = logits.float()
     if temperature != 1.0:  # one kernel fewer per token
         logits = logits / temperature
@@ -428,10 +452,22 @@ def _cache_tensors(cache: StaticKVCache) -> list[torch.Tensor]:
 
 
 class LanguageModel(nn.Module):
-    """A decoder-only character language model built from ``Block`` layers.
+    r"""A decoder-only character language model built from ``Block`` layers.
 
-    token ids ``[batch, seq]`` -> embeddings (+ positions) -> blocks -> final
-    norm -> logits ``[batch, seq, vocab_size]``.
+    Token ids ``[batch, seq]`` -> embeddings (+ positions) -> blocks -> final
+    norm -> logits ``[batch, seq, vocab_size]``:
+
+    .. math::
+
+        h_0 &= E[\text{idx}] + P_{[:T]}, \\
+        h_l &= \operatorname{Block}_l(h_{l-1}), \\
+        \text{logits} &= \operatorname{LN}(h_L)\, W_{\text{head}},
+
+    with :math:`E` ``[vocab, d]`` the token embedding, :math:`P` the position
+    table (none for a mixer that encodes positions itself) and
+    :math:`W_{\text{head}}` ``[d, vocab]``. :math:`E` and
+    :math:`W_{\text{head}}` start at :math:`\mathcal{N}(0, 0.02^2)`, GPT-2's
+    scale.
     """
 
     def __init__(self, config: ModelConfig):
@@ -468,25 +504,26 @@ class LanguageModel(nn.Module):
         nn.init.normal_(self.head.weight, std=0.02)
 
     def num_parameters(self) -> int:
-        """Number of scalar parameters."""
+        r"""Number of scalar parameters, :math:`N = \sum_p |p|` (the head
+        is not tied to :math:`E`: both count)."""
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        """``idx`` ``int64[batch, seq]`` -> ``(logits [batch, seq, vocab], loss
-        or None)``.
+        r"""``idx`` ``int64[batch, seq]`` -> ``(logits [batch, seq, vocab],
+        loss or None)``.
 
         ``loss`` is the mean cross-entropy in nats per character against
-        ``targets``, ``int64[batch, seq]`` too. Every id of both must lie in
-        ``[0, vocab_size)``.
+        ``targets`` :math:`y`, ``int64[batch, seq]`` too:
+
+        .. math::
+
+            \mathcal{L} = -\frac{1}{BT} \sum_{b,t}
+            \log \operatorname{softmax}(\text{logits}_{b,t})_{y_{b,t}},
+
+        :math:`\mathcal{L} / \ln 2` bits per character. Every id of both
+        must lie in ``[0, vocab_size)``.
         """
-        check_token_ids(idx, "idx", self.config.vocab_size)
-        if targets is not None:
-            check_token_ids(targets, "targets", self.config.vocab_size)
-            if targets.shape != idx.shape:
-                raise ValueError(
-                    f"targets must have the shape of idx {tuple(idx.shape)},"
-                    f" got {tuple(targets.shape)}"
-                )
+        self._check_ids(idx, targets)
         x = self.dropout(self._embed(idx))
         for block in self.blocks:
             x = block(x)
@@ -495,6 +532,16 @@ class LanguageModel(nn.Module):
             return logits, None
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         return logits, loss
+
+    def _check_ids(self, idx, targets) -> None:
+        check_token_ids(idx, "idx", self.config.vocab_size)
+        if targets is not None:
+            check_token_ids(targets, "targets", self.config.vocab_size)
+            if targets.shape != idx.shape:
+                raise ValueError(
+                    f"targets must have the shape of idx {tuple(idx.shape)},"
+                    f" got {tuple(targets.shape)}"
+                )
 
     def decodes_with_cache(self) -> bool:
         """Whether ``generate`` can keep a ``KVCache`` in every block: every
@@ -547,7 +594,7 @@ class LanguageModel(nn.Module):
         graph: bool | None = None,
         compile: bool = False,
     ) -> torch.Tensor:
-        """Extend ``idx`` ``[batch, seq]`` by ``max_new_tokens`` sampled
+        r"""Extend ``idx`` ``[batch, seq]`` by ``max_new_tokens`` sampled
         tokens.
 
         Models that can (``decodes_with_cache``: ALiBi, rotary, attention
@@ -565,27 +612,19 @@ class LanguageModel(nn.Module):
         tokens (or ``max_context``, if smaller), the window recomputed for
         every token.
 
-        ``temperature`` (a positive finite float) divides the logits; ``top_k``
-        (None, or an int in [1, vocab_size]) keeps only the k most likely
-        characters. ``max_new_tokens`` is an int >= 0. Sampling draws from
-        ``generator`` as before: the same seed writes the same tokens.
+        ``temperature`` :math:`\tau` (a positive finite float) divides the
+        logits; ``top_k`` (None, or an int in [1, vocab_size]) keeps only the
+        :math:`k` most likely characters (``_sample``). ``max_new_tokens`` is
+        an int >= 0. Sampling draws from ``generator`` as before: the same
+        seed writes the same tokens.
+
+        Attention's cost per token: with a cache, the new query reads the
+        :math:`t` keys so far, :math:`O(t\,d)` a layer; recomputed, a window
+        of :math:`T` tokens is :math:`O(T^2 d)` a layer again.
         """
-        check_token_ids(idx, "idx", self.config.vocab_size)
-        check_non_negative_int("max_new_tokens", max_new_tokens)
-        if check_positive_float("temperature", temperature) < MIN_TEMPERATURE:
-            # logits / temperature would overflow float32 to inf, and softmax
-            # of inf is NaN; so small a temperature is top_k=1 anyway
-            raise ValueError(
-                f"temperature must be at least {MIN_TEMPERATURE:g}, got"
-                f" {temperature:g} (for the most likely character every time,"
-                " pass top_k=1)"
-            )
-        if top_k is not None:
-            check_int_in("top_k", top_k, 1, self.config.vocab_size)
-        if max_context is not None:
-            check_positive_int("max_context", max_context)
-        if graph is not None:
-            check_bool("graph", graph)
+        self._check_sampling(
+            idx, max_new_tokens, temperature, top_k, max_context, graph
+        )
         check_bool("compile", compile)
 
         def sample(logits: torch.Tensor) -> torch.Tensor:
@@ -609,6 +648,24 @@ class LanguageModel(nn.Module):
             idx = torch.cat([idx, next_id], dim=1)
         return idx
 
+    def _check_sampling(
+        self, idx, max_new_tokens, temperature, top_k, max_context, graph
+    ) -> None:
+        check_token_ids(idx, "idx", self.config.vocab_size)
+        check_non_negative_int("max_new_tokens", max_new_tokens)
+        if check_positive_float("temperature", temperature) < MIN_TEMPERATURE:
+            raise ValueError(
+                f"temperature must be at least {MIN_TEMPERATURE:g}, got"
+                f" {temperature:g} (for the most likely character every time,"
+                " pass top_k=1)"
+            )
+        if top_k is not None:
+            check_int_in("top_k", top_k, 1, self.config.vocab_size)
+        if max_context is not None:
+            check_positive_int("max_context", max_context)
+        if graph is not None:
+            check_bool("graph", graph)
+
     def _generate_growing(self, idx, max_new_tokens, sample, max_context):
         """``generate`` through a ``KVCache`` per block, grown by one key and
         value per token: on a CPU, the fewest operations per token."""
@@ -623,14 +680,17 @@ class LanguageModel(nn.Module):
     def _generate_static(
         self, idx, max_new_tokens, sample, max_context, graph, compile
     ) -> torch.Tensor:
-        """``generate`` through a ``StaticKVCache`` per block: the prompt at
+        r"""``generate`` through a ``StaticKVCache`` per block: the prompt at
         once, then one ``_decoding_step`` per token, every token written into
-        one preallocated output."""
+        one preallocated output.
+
+        The ring holds every token, :math:`16 \lceil (T + n) / 16 \rceil`
+        slots for a prompt of :math:`T` and :math:`n` new tokens (the
+        alignment torch's fused GPU kernels want of a mask), or exactly the
+        window, :math:`\min(T + n, \text{max\_context})`."""
         prompt = idx if max_context is None else idx[:, -max_context:]
         if max_new_tokens == 0:
             return idx
-        # The ring holds every token (rounded up to 16 slots, the alignment
-        # torch's fused GPU kernels want of a mask), or exactly the window.
         capacity = -(-(prompt.shape[1] + max_new_tokens) // 16) * 16
         if max_context is not None:
             capacity = min(prompt.shape[1] + max_new_tokens, max_context)

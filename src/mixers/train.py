@@ -34,7 +34,7 @@ import os
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 from tqdm.auto import tqdm
@@ -148,57 +148,34 @@ class Profile:
             )
 
 
+# A profile: its model's fields on a line, then its training's. (Laid out by
+# hand: ruff would give each of the 23 training fields a line of its own.)
+# fmt: off
 PROFILES: dict[str, Profile] = {
-    "smoke": Profile(
-        "smoke",
+    "smoke": Profile("smoke",
         dict(block_size=64, d_model=64, n_layers=2, n_heads=4, dropout=0.0),
-        TrainConfig(
-            steps=300,
-            batch_size=32,
-            seq_len=64,
-            lr=5e-3,
-            warmup_steps=20,
-            eval_interval=50,
-            eval_batches=4,
-        ),
-    ),
-    # The largest model that trains in about 5 minutes on two CPU cores: bf16
-    # where the CPU has it (python -m mixers.bench.cpu_precision), eagerly
-    # (torch.compile was no faster at this size).
-    "cpu": Profile(
-        "cpu",
+        TrainConfig(steps=300, batch_size=32, seq_len=64, lr=5e-3,
+                    warmup_steps=20, eval_interval=50, eval_batches=4)),
+    # The largest model that trains in about 5 minutes on two CPU cores:
+    # bf16 where the CPU has it (python -m mixers.bench.cpu_precision),
+    # eagerly (torch.compile was no faster at this size).
+    "cpu": Profile("cpu",
         dict(block_size=128, d_model=160, n_layers=4, n_heads=5, dropout=0.0),
-        TrainConfig(
-            steps=1350,
-            batch_size=32,
-            seq_len=128,
-            lr=3e-3,
-            warmup_steps=65,
-            eval_interval=270,
-            eval_batches=20,
-            cpu_amp=True,
-        ),
-    ),
+        TrainConfig(steps=1350, batch_size=32, seq_len=128, lr=3e-3,
+                    warmup_steps=65, eval_interval=270, eval_batches=20,
+                    cpu_amp=True)),
     # nanoGPT's shakespeare_char model and rate. Its 5,000 steps overfit
     # here: on one H200 the validation loss bottomed at steps 1,750-2,000
     # (1.467, 1.475) and climbed to 1.65 by step 5,000, so the profile
     # stops at 2,500, its cosine decaying over them (book/results/
     # baseline-gpu*.json hold the two 5,000-step runs).
-    "gpu": Profile(
-        "gpu",
+    "gpu": Profile("gpu",
         dict(block_size=256, d_model=384, n_layers=6, n_heads=6, dropout=0.2),
-        TrainConfig(
-            steps=2500,
-            batch_size=64,
-            seq_len=256,
-            lr=1e-3,
-            warmup_steps=100,
-            eval_interval=250,
-            eval_batches=50,
-            compile=True,
-        ),
-    ),
+        TrainConfig(steps=2500, batch_size=64, seq_len=256, lr=1e-3,
+                    warmup_steps=100, eval_interval=250, eval_batches=50,
+                    compile=True)),
 }
+# fmt: on
 
 
 def default_profile_name() -> str:
@@ -226,7 +203,13 @@ def get_profile(name: str | None = None) -> Profile:
 
 
 # -----------------------------------------------------------------------------
-# Sizing a live run from a FLOP budget
+# The FLOPs of a run
+#
+# A chapter's live run on a reader's GPU is sized from them
+# (:func:`mixers.experiments.plan.live_fraction`): the steps that fit a few
+# minutes of Colab's T4, about :math:`\text{steps} = t \cdot u \cdot
+# \text{FLOP/s} \,/\, (F \cdot B \cdot T)` for :math:`F` FLOPs a token,
+# :math:`B \times T` tokens a step and a share :math:`u` of the peak.
 
 #: Colab's free T4: its float16 tensor cores' peak, in FLOP/s.
 T4_FLOPS = 65e12
@@ -236,12 +219,18 @@ ASSUMED_UTILIZATION = 0.3
 
 
 def training_flops_per_token(config: ModelConfig) -> float:
-    """FLOPs of one training step per token: ``6 N + 12 L d S`` (Kaplan et
-    al. 2020's count, as PaLM's appendix writes it): 2 per parameter that
-    multiplies (``N``, every parameter but the embedding and position
-    tables, which are looked up) forward and 4 backward, plus the attention
-    scores and their weighted sum over ``S = block_size`` keys in each of
-    ``L`` layers of width ``d``."""
+    r"""FLOPs of one training step per token (Kaplan et al. 2020's count, as
+    PaLM's appendix writes it):
+
+    .. math::
+
+        F = 6 N + 12\, L\, d\, S,
+
+    2 per parameter that multiplies (:math:`N`, every parameter but the
+    embedding and position tables, which are looked up) forward and 4
+    backward, plus the attention scores and their weighted sum over
+    :math:`S` = ``block_size`` keys in each of :math:`L` layers of width
+    :math:`d`."""
     with torch.device("meta"):  # sizes only
         model = LanguageModel(config)
     looked_up = model.token_embedding.weight.numel() + sum(
@@ -252,41 +241,6 @@ def training_flops_per_token(config: ModelConfig) -> float:
         6 * multiplying
         + 12 * config.n_layers * config.d_model * config.block_size
     )
-
-
-def budget_profile(
-    profile: Profile,
-    vocab_size: int,
-    seconds: float = 120.0,
-    flops_per_s: float = T4_FLOPS,
-    utilization: float = ASSUMED_UTILIZATION,
-) -> tuple[Profile, float]:
-    """``profile`` with as many steps as ``seconds`` of a device doing
-    ``flops_per_s`` at ``utilization`` affords (at least one), and the time
-    that number of steps is predicted to take. Warm-up and evaluation keep
-    their share of the run.
-
-    The live training cell of a chapter on a GPU uses it: about 2 minutes on
-    a T4, whatever the profile's own step count."""
-    check_positive_float("seconds", seconds)
-    check_positive_float("flops_per_s", flops_per_s)
-    if not 0 < utilization <= 1:
-        raise ValueError(f"utilization must be in (0, 1], got {utilization}")
-    config = ModelConfig(vocab_size=vocab_size, **profile.model)
-    train = profile.train
-    per_step = (
-        training_flops_per_token(config) * train.batch_size * train.seq_len
-    )
-    rate = flops_per_s * utilization
-    steps = max(1, int(seconds * rate // per_step))
-    share = steps / train.steps
-    sized = replace(
-        train,
-        steps=steps,
-        warmup_steps=min(steps - 1, round(train.warmup_steps * share)),
-        eval_interval=max(1, min(steps, round(train.eval_interval * share))),
-    )
-    return replace(profile, train=sized), steps * per_step / rate
 
 
 def default_device() -> torch.device:
@@ -308,11 +262,26 @@ def default_device() -> torch.device:
 
 
 def lr_at(step: int, config: TrainConfig) -> float:
-    """Linear warm-up to ``lr``, then cosine decay to ``lr·min_lr_ratio`` at
+    r"""Linear warm-up to ``lr``, then cosine decay to ``lr·min_lr_ratio`` at
     the last step.
 
-    Steps run from 0 to ``steps - 1``; the decay spans ``warmup_steps .. steps
-    - 1``.
+    With :math:`\eta` = ``lr``, :math:`W` = ``warmup_steps``, :math:`S` =
+    ``steps`` and :math:`\rho` = ``min_lr_ratio``, step :math:`t` (from 0 to
+    :math:`S - 1`) uses
+
+    .. math::
+
+        \eta_t &= \eta\, (t + 1) / W, \\
+        \eta_t &= \eta \big(\rho + (1 - \rho)\, c_t\big), \\
+        c_t &= \tfrac{1}{2}\big(1 + \cos \pi p_t\big), \\
+        p_t &= \min\big(1,\, (t - W) / D\big), \\
+        D &= \max(1,\, S - 1 - W),
+
+    the first while :math:`t < W` (warm-up), the second from then on.
+
+    Warm-up keeps the first updates small while Adam's second-moment
+    estimates are still noisy; the cosine spends most steps at a high rate
+    and ends at :math:`\rho\,\eta`.
     """
     # a float step reads the curve between steps
     check_non_negative_float("step", step)
@@ -329,8 +298,26 @@ def lr_at(step: int, config: TrainConfig) -> float:
 def make_optimizer(
     model: torch.nn.Module, config: TrainConfig
 ) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (not on biases, norms or
-    gains)."""
+    r"""AdamW with weight decay on matrices only (not on biases, norms or
+    gains).
+
+    For a parameter :math:`\theta` with gradient :math:`g_t`, at rate
+    :math:`\eta_t` (``lr_at``), ``betas`` :math:`(\beta_1, \beta_2)` and
+    decay :math:`\lambda` = ``weight_decay``:
+
+    .. math::
+
+        m_t &= \beta_1 m_{t-1} + (1 - \beta_1)\, g_t, \\
+        v_t &= \beta_2 v_{t-1} + (1 - \beta_2)\, g_t^2, \\
+        \hat m_t &= m_t / (1 - \beta_1^t), \\
+        \hat v_t &= v_t / (1 - \beta_2^t), \\
+        \theta_t &= (1 - \eta_t \lambda)\, \theta_{t-1} \\
+            &\quad - \eta_t\, \hat m_t / (\sqrt{\hat v_t} + \epsilon).
+
+    The decay is decoupled from the gradient (the "W"), and a bias or a
+    LayerNorm gain pulled towards 0 would only hurt, so their
+    :math:`\lambda` is 0.
+    """
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [
         p for p in model.parameters() if p.requires_grad and p.dim() < 2
@@ -424,8 +411,9 @@ def evaluate(
     amp: bool = True,
     cpu_amp: bool = False,
 ) -> float:
-    """Mean loss (nats/char) over ``batches`` random windows drawn with a fixed
-    ``seed``.
+    r"""Mean loss (nats/char) over ``batches`` random windows drawn with a
+    fixed ``seed``: :math:`\frac{1}{K} \sum_{k=1}^{K} \mathcal{L}_k` for
+    :math:`K` = ``batches``.
 
     The same seed gives the same windows, so every model in a comparison (and
     every evaluation of one model) is scored on the same text.
@@ -460,8 +448,9 @@ def evaluate_sequential(
     amp: bool = True,
     cpu_amp: bool = False,
 ) -> float:
-    """Mean loss (nats/char) over every non-overlapping window of ``data``:
-    each token once.
+    r"""Mean loss (nats/char) over every non-overlapping window of ``data``:
+    each token once, :math:`\sum_w n_w \mathcal{L}_w / \sum_w n_w` for
+    windows of :math:`n_w` targets.
 
     ``amp``/``cpu_amp``: bf16 autocast as in ``uses_bf16``.
     """
@@ -522,7 +511,8 @@ class TrainResult:
     train_loss: list[float] = field(default_factory=list)  # at those steps
     val_loss: list[float] = field(default_factory=list)
     best_val_loss: float | None = None  # set when train() returns
-    best_val_bpc: float | None = None  # bits per character = nats / ln 2
+    # bits per character, :math:`\mathcal{L} / \ln 2` (nats to bits)
+    best_val_bpc: float | None = None
     # the step whose weights train() returns (results saved before it
     # existed returned the last step's: in every committed cpu run that was
     # also the best)
@@ -581,10 +571,7 @@ def train(
         model, dataset, config, progress, callback, profile, description
     )
     device = torch.device(device) if device is not None else default_device()
-    # seeds torch, too
-    step_fn, optimizer, scaler, result = _prepare(
-        model, config, device, profile
-    )
+    stepper, result = _prepare(model, config, device, profile)  # seeds torch
     batches = torch.Generator().manual_seed(config.seed)
     losses, clock = _LossTracker(device), _Clock(device)
     best = _BestWeights(model)
@@ -599,18 +586,16 @@ def train(
     )
     try:
         for step in bar:
-            lr = _set_lr(optimizer, step, config)
-            loss = _train_step(
-                step_fn,
-                model,
-                optimizer,
-                scaler,
-                dataset,
-                config,
+            # a step: the rate of the schedule, a fresh batch, an update
+            lr = _set_lr(stepper.optimizer, step, config)
+            x, y = random_batch(
+                dataset.train,
+                config.batch_size,
+                config.seq_len,
                 batches,
                 device,
             )
-            losses.add(loss, step)
+            losses.add(_train_step(stepper, model, x, y, config), step)
             # the first compiled step compiles: timed on its own
             if config.compile and step == 0:
                 result.compile_time_s = clock.lap()
@@ -618,23 +603,29 @@ def train(
                 with clock.paused():
                     losses.check(config)
                     callback(StepInfo(step + 1, model, losses.last(), lr))
-            if (
-                step + 1
-            ) % config.eval_interval == 0 or step == config.steps - 1:
+            last = step == config.steps - 1
+            if (step + 1) % config.eval_interval == 0 or last:
                 result.train_time_s += clock.lap()
                 _evaluate_now(
                     model, dataset, config, result, losses, step, device
                 )
                 best.offer(result.val_loss[-1], step + 1)
                 result.eval_time_s += clock.lap()
-                bar.set_postfix(
-                    loss=f"{result.train_loss[-1]:.3f}",
-                    val=f"{result.val_loss[-1]:.3f}",
-                )
+                loss, val = result.train_loss[-1], result.val_loss[-1]
+                bar.set_postfix(loss=f"{loss:.3f}", val=f"{val:.3f}")
     finally:
         bar.close()
     result.best_step = best.restore()
     return _finish(result, model, config, clock)
+
+
+class _Stepper(NamedTuple):
+    """What an optimizer step needs besides the model and its batch."""
+
+    step_fn: Callable  # the model, or the model compiled
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    device: torch.device
 
 
 def _prepare(
@@ -642,11 +633,12 @@ def _prepare(
     config: TrainConfig,
     device: torch.device,
     profile: str,
-):
-    """The model on ``device`` in training mode, and what a run needs: the
-    function a step calls (the model, compiled if asked), AdamW, a gradient
-    scaler (enabled for float16 only) and an empty ``TrainResult`` that records
-    where and in what precision it ran. Seeds torch first.
+) -> tuple[_Stepper, "TrainResult"]:
+    """The model on ``device`` in training mode, and what a run needs: a
+    ``_Stepper`` (the function a step calls, the model compiled if asked;
+    AdamW; a gradient scaler, enabled for float16 only) and an empty
+    ``TrainResult`` that records where and in what precision it ran. Seeds
+    torch first.
     """
     torch.manual_seed(config.seed)
     model.to(device)
@@ -663,7 +655,8 @@ def _prepare(
             "train_precision": precision_name(dtype),
         },
     )
-    return step_fn, make_optimizer(model, config), scaler, result
+    optimizer = make_optimizer(model, config)
+    return _Stepper(step_fn, optimizer, scaler, device), result
 
 
 def _set_lr(
@@ -678,24 +671,29 @@ def _set_lr(
 
 
 def _train_step(
-    step_fn, model, optimizer, scaler, dataset, config, batches, device
+    stepper: _Stepper, model, x, y, config: TrainConfig
 ) -> torch.Tensor:
-    """One optimizer step on a fresh random batch; returns the loss, still on
-    the device."""
-    x, y = random_batch(
-        dataset.train, config.batch_size, config.seq_len, batches, device
-    )
-    with _autocast(device, config.amp, config.cpu_amp):
-        _, loss = step_fn(x, y)
+    r"""One optimizer step on the batch ``x``, ``y``; returns the loss, still
+    on the device.
+
+    In float16 the loss is scaled up by :math:`S` before the backward pass, so
+    that small gradients survive, and the gradients down by :math:`S` before
+    clipping; a step whose scaled gradients overflowed is skipped and
+    :math:`S` halved. Clipping rescales the whole gradient when its norm
+    exceeds :math:`c` = ``grad_clip``:
+
+    .. math::
+
+        g \leftarrow g \cdot \min\Big(1, \frac{c}{\lVert g \rVert_2}\Big).
+    """
+    optimizer, scaler = stepper.optimizer, stepper.scaler
+    with _autocast(stepper.device, config.amp, config.cpu_amp):
+        _, loss = stepper.step_fn(x, y)
     optimizer.zero_grad(set_to_none=True)
-    scaler.scale(
-        loss
-    ).backward()  # float16: the loss scaled up so that small gradients survive
+    scaler.scale(loss).backward()
     if config.grad_clip > 0:
-        # clip the true gradients, not the scaled ones
-        scaler.unscale_(optimizer)
+        scaler.unscale_(optimizer)  # clip the true gradients
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-    # skipped by the scaler if a scaled gradient overflowed
     scaler.step(optimizer)
     scaler.update()
     return loss.detach()
@@ -736,6 +734,9 @@ def _evaluate_now(
 def _finish(
     result: TrainResult, model, config: TrainConfig, clock: "_Clock"
 ) -> TrainResult:
+    r"""The run's totals: throughput :math:`s\,B\,T / t_{\text{train}}`
+    tokens a second over the :math:`s` timed steps, and the best validation
+    loss, also in bits per character, :math:`\mathcal{L} / \ln 2`."""
     result.wall_time_s = clock.total()
     timed_steps = config.steps - (1 if config.compile else 0)
     tokens = timed_steps * config.batch_size * config.seq_len
@@ -783,11 +784,12 @@ class _BestWeights:
 
 
 class _LossTracker:
-    """The training losses, kept on the device so that no step waits for it to
-    finish.
+    r"""The training losses, kept on the device so that no step waits for it
+    to finish.
 
-    It holds the running loss (an exponential average, 0.9 old + 0.1 new, in
-    float64 as a Python float would be: the same numbers, bit for bit) and the
+    It holds the running loss, an exponential average :math:`r_t = 0.9\,
+    r_{t-1} + 0.1\, \ell_t` (:math:`r_0 = \ell_0`; in float64 as a Python
+    float would be: the same numbers, bit for bit), and the
     first step whose loss was not finite, with that loss; ``check`` and
     ``running`` read them back once, when asked.
     """
