@@ -226,10 +226,8 @@ def check_training(device, sizes) -> dict:
     dataset = CharDataset.from_text(load_corpus()[:20000])
     # a tiny model and three steps: enough to compare the two paths' losses
     model = dict(block_size=32, d_model=32, n_layers=1, n_heads=2, dropout=0.0)
-    # fmt: off
     train = dict(steps=3, batch_size=4, seq_len=32, warmup_steps=1,
-                 eval_interval=3, eval_batches=1)
-    # fmt: on
+                 eval_interval=3, eval_batches=1)  # fmt: skip
     losses = {}
     for compiled in (False, True):
         _, result = run_profile(

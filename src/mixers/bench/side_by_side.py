@@ -111,7 +111,6 @@ REFERENCE = ("attention", "sdpa")
 # the timed rounds and the CPU's intra-op threads (one, as in the experiments:
 # on shared cores two OpenMP threads wait for each other at every barrier and
 # the timings scatter).
-# fmt: off
 SETTINGS = {
     "smoke": dict(device="cpu", lengths=(16, 32, 64), d_model=16, n_heads=2,
                   batch=1, repeats=1, threads=1),
@@ -119,8 +118,7 @@ SETTINGS = {
                 n_heads=4, batch=1, repeats=5, threads=1),
     "gpu": dict(device="cuda", lengths=(256, 512, 1024, 2048, 4096, 8192),
                 d_model=384, n_heads=6, batch=4, repeats=10, threads=None),
-}
-# fmt: on
+}  # fmt: skip
 
 
 # -----------------------------------------------------------------------------

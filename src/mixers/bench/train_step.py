@@ -64,7 +64,6 @@ GPU_TARGETS = {"attention": 1.00, "alibi": 1.00, "rotary": 1.05}
 TARGET = CPU_TARGETS["attention"]
 # device; compile: torch.compile every model; amp: bf16 autocast (float16 on a
 # GPU without bf16) and fused AdamW, as the gpu profile trains
-# fmt: off
 SETTINGS = {
     # the gpu profile's code on a CPU, uncompiled (autocast where the CPU has
     # bf16)
@@ -74,8 +73,7 @@ SETTINGS = {
                 device="cpu", compile=False, amp=False),
     "gpu": dict(profile="gpu", batch_size=64, steps=10, rounds=7,
                 device="cuda", compile=True, amp=True),
-}
-# fmt: on
+}  # fmt: skip
 
 
 # -----------------------------------------------------------------------------

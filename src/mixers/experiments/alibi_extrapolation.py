@@ -112,7 +112,6 @@ SCHEMES: dict[str, tuple[str, str]] = {
 # is the training length L), the training (TrainConfig fields; seq_len = L),
 # the evaluation lengths as multiples of L, and the number of validation tokens
 # scored at every length.
-# fmt: off
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=32, n_layers=1, n_heads=4, block_size=16),
@@ -140,8 +139,7 @@ SETTINGS = {
         sliding_factors=(1, 2, 4), sliding_stride=64,
         generate_factor=4, generate_samples=16,
     ),
-}
-# fmt: on
+}  # fmt: skip
 
 # Facts from the paper, for comparison (not computed here): WikiText-103
 # validation perplexity of 16-layer, 247M-parameter models trained on L = 512

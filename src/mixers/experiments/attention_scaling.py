@@ -43,7 +43,6 @@ ARMS = {"scaled": None, "unscaled": 1.0}
 # Per profile: the model (fields of ModelConfig, over the profile's own), the
 # head sizes (d_model is fixed, so d_head = d_model / n_heads) and the training
 # (fields of TrainConfig).
-# fmt: off
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=64, n_layers=2, block_size=32),
@@ -64,8 +63,7 @@ SETTINGS = {
         head_sizes=(32, 128, 384),
         train=dict(PLAN_TRAIN, steps=500, lr=carried_lr(2e-3)),
     ),
-}
-# fmt: on
+}  # fmt: skip
 
 
 def _attention_layers(model: LanguageModel) -> list[MultiHeadAttention]:

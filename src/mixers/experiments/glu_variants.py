@@ -81,7 +81,6 @@ PAPER_TABLE_1 = {
 _MODEL = dict(
     dropout=0.0, d_ff=None, token_mixer="attention", positions="learned"
 )
-# fmt: off
 SETTINGS = {
     "smoke": dict(
         model=dict(_MODEL, d_model=32, n_layers=1, n_heads=2, block_size=32),
@@ -108,8 +107,7 @@ SETTINGS = {
         train=dict(PLAN_TRAIN, steps=500, lr=carried_lr(3e-3)),
         full_val_windows=None, seeds=(0,), workers=1,
     ),
-}
-# fmt: on
+}  # fmt: skip
 
 
 def run_one(

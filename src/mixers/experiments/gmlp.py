@@ -91,7 +91,6 @@ TINY_ATTENTION = {"gmlp": False, "amlp": True}
 # the validation split the full-split loss reads (None = all), the length of
 # each model's text sample and the peak learning rates of the sweep (a factor
 # of two apart; the train settings' lr is replaced by each).
-# fmt: off
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=64, n_layers=2, n_heads=4, block_size=32),
@@ -120,8 +119,7 @@ SETTINGS = {
             "amlp": (carried_lr(8e-3),),
         },
     ),
-}
-# fmt: on
+}  # fmt: skip
 
 
 def matched_d_ffn(

@@ -202,10 +202,9 @@ def carried_lr(cpu_lr: float) -> float:
 #: short runs of the gpu model, eager (eight processes at once were measured
 #: eagerly; each would compile its own model for about 14 s), with the
 #: evaluation cut to keep it under a tenth of the run.
-# fmt: off
 PLAN_TRAIN = dict(batch_size=64, seq_len=256, warmup_steps=50,
-                  eval_interval=100, eval_batches=20, compile=False)
-# fmt: on
+                  eval_interval=100, eval_batches=20,
+                  compile=False)  # fmt: skip
 
 
 def durations(cpu: str, runs: int, steps: int) -> dict[str, str]:

@@ -152,7 +152,6 @@ _TRAIN = dict(
     amp=True,
 )
 
-# fmt: off
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=32, n_layers=1, n_heads=2, block_size=16,
@@ -205,8 +204,7 @@ SETTINGS = {
         },
         seeds=(0,), factors=(1, 2, 4), eval_tokens=None,
     ),
-}
-# fmt: on
+}  # fmt: skip
 
 
 # -----------------------------------------------------------------------------
