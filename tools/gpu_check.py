@@ -224,23 +224,17 @@ def check_training(device, sizes) -> dict:
     from mixers.train import get_profile, run_profile
 
     dataset = CharDataset.from_text(load_corpus()[:20000])
+    # a tiny model and three steps: enough to compare the two paths' losses
+    model = dict(block_size=32, d_model=32, n_layers=1, n_heads=2, dropout=0.0)
+    train = dict(steps=3, batch_size=4, seq_len=32, warmup_steps=1,
+                 eval_interval=3, eval_batches=1)  # fmt: skip
     losses = {}
     for compiled in (False, True):
         _, result = run_profile(
             dataset,
             get_profile("gpu"),
-            model_overrides=dict(
-                block_size=32, d_model=32, n_layers=1, n_heads=2, dropout=0.0
-            ),
-            train_overrides=dict(
-                steps=3,
-                batch_size=4,
-                seq_len=32,
-                warmup_steps=1,
-                eval_interval=3,
-                eval_batches=1,
-                compile=compiled,
-            ),
+            model_overrides=model,
+            train_overrides=dict(train, compile=compiled),
             device=device,
             progress=False,
         )
@@ -375,7 +369,10 @@ def environment(device) -> dict:
     }
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line: ``--out``, ``--cpu-rehearsal`` and ``--budget``
+    (its default by where it runs); no GPU without the rehearsal is an
+    error before anything runs."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, metavar="DIR")
     parser.add_argument(
@@ -397,6 +394,29 @@ def main(argv=None) -> int:
         parser.error("no CUDA GPU here: use --cpu-rehearsal on a CPU")
     if args.budget is None:
         args.budget = 1800.0 if args.cpu_rehearsal else 540.0
+    return args
+
+
+def results_stages(args, sizes, log, start: float, stages: dict) -> list:
+    """Stages 2 to 4: the plan (the book's results first, leaving the
+    benchmarks at least 90 s of the budget), then the benchmarks in what is
+    left, their results files packed into ``results.tar``; each stage's
+    record into ``stages``. Returns the names of the files packed."""
+    with tempfile.TemporaryDirectory() as folder:
+        results = Path(folder)
+        left = args.budget - (time.perf_counter() - start) - 90
+        stages["plan"] = plan_stage(results, sizes, log, left)
+        left = args.budget - (time.perf_counter() - start)
+        stages["benchmarks"] = bench_stage(results, sizes, log, left)
+        written = sorted(p.name for p in results.glob("*.json"))
+        with tarfile.open(args.out / "results.tar", "w") as tar:
+            for name in written:
+                tar.add(results / name, arcname=name)
+    return written
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     sizes = SIZES["rehearsal" if args.cpu_rehearsal else "gpu"]
     device = torch.device("cpu" if args.cpu_rehearsal else "cuda")
@@ -411,20 +431,7 @@ def main(argv=None) -> int:
         "ok": checked["ok"],
         "seconds": time.perf_counter() - start,
     }
-    with tempfile.TemporaryDirectory() as folder:
-        results = Path(folder)
-        # the plan first (the book's results), leaving the benchmarks at
-        # least 90 s
-        left = args.budget - (time.perf_counter() - start) - 90
-        summary["stages"]["plan"] = plan_stage(results, sizes, log, left)
-        left = args.budget - (time.perf_counter() - start)
-        summary["stages"]["benchmarks"] = bench_stage(
-            results, sizes, log, left
-        )
-        written = sorted(p.name for p in results.glob("*.json"))
-        with tarfile.open(args.out / "results.tar", "w") as tar:
-            for name in written:
-                tar.add(results / name, arcname=name)
+    written = results_stages(args, sizes, log, start, summary["stages"])
     summary["results"] = written
     summary["seconds"] = time.perf_counter() - start
     codes = [summary["stages"]["plan"]["exit_code"]] + [

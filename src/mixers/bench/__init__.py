@@ -19,13 +19,27 @@ from typing import Callable
 
 import torch
 
+from ..model import ModelConfig
+from ..results import provenance
+from ..train import get_profile
+
 __all__ = [
+    "bench_config",
+    "bench_device",
+    "bench_settings",
+    "machine_provenance",
+    "one_kernel_per_shape",
+    "random_inputs",
     "synchronize",
     "time_call",
     "time_interleaved",
     "peak_memory",
     "summarise_times",
     "benchmark_main",
+    "error_line",
+    "finished_provenance",
+    "time_and_measure",
+    "warm_up",
     "profile_main",
     "load_average",
 ]
@@ -128,6 +142,59 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> int | None:
     return peak
 
 
+def error_line(error: Exception) -> str:
+    """``error`` as one line of a results file: its type and the first line
+    of its message."""
+    message = str(error)
+    return (
+        f"{type(error).__name__}: {message.splitlines()[0] if message else ''}"
+    )
+
+
+def warm_up(
+    calls: dict, device: torch.device, unsupported: dict | None = None
+) -> tuple[dict, dict]:
+    """Call each of ``calls`` (key -> function of no arguments) once, to warm
+    it up (FlexAttention compiles then): per key, its ``first_call_s`` and
+    ``error`` None; or only the ``error`` of a call that cannot run here
+    (torch's ``NotImplementedError`` or ``RuntimeError``), or of one never
+    tried, the reason in ``unsupported[key]``. Returns the entries, in the
+    order of ``calls``, and the calls that ran."""
+    unsupported = unsupported or {}
+    entries, ran = {}, {}
+    for key, call in calls.items():
+        if key in unsupported:
+            entries[key] = {"error": unsupported[key]}
+            continue
+        try:
+            first = time_call(call, device)
+        except (NotImplementedError, RuntimeError) as error:
+            entries[key] = {"error": error_line(error)}
+            continue
+        entries[key] = {"first_call_s": first, "error": None}
+        ran[key] = call
+    return entries, ran
+
+
+def time_and_measure(
+    entries: dict,
+    calls: dict,
+    repeats: int,
+    device: torch.device,
+    memory: bool = True,
+) -> None:
+    """Into each call's entry: its ``time_interleaved`` summary over
+    ``repeats`` rounds, so that a change in the machine's load hits every
+    call alike; then its ``peak_bytes`` (``peak_memory``; None with
+    ``memory=False``)."""
+    for key, summary in time_interleaved(calls, repeats, device).items():
+        entries[key].update(summary)
+    for key, call in calls.items():
+        entries[key]["peak_bytes"] = (
+            peak_memory(call, device) if memory else None
+        )
+
+
 def load_average() -> list[float] | None:
     """The 1, 5 and 15-minute load averages (other processes competing for the
     cores), or None where the platform has none: a benchmark records them at
@@ -139,18 +206,118 @@ def load_average() -> list[float] | None:
         return None
 
 
+# -----------------------------------------------------------------------------
+# What the benchmarks set up alike: their settings and device, their inputs
+# and models, and the record of where they ran.
+
+
+def bench_settings(
+    profile: str, table: dict, lengths=None, repeats: int | None = None
+) -> dict:
+    """A length benchmark's settings for ``profile`` (its ``table`` maps
+    profiles to settings; ``mixers.experiments.profile_settings``), with
+    ``lengths`` and ``repeats`` over the profile's where given: positive, or
+    a ValueError names them."""
+    # not at import: experiments import bench
+    from ..experiments import profile_settings
+
+    settings = dict(profile_settings(profile, table))
+    if lengths is not None:
+        settings["lengths"] = tuple(lengths)
+    if repeats is not None:
+        settings["repeats"] = repeats
+    if (
+        settings["repeats"] < 1
+        or not settings["lengths"]
+        or min(settings["lengths"]) < 1
+    ):
+        raise ValueError(
+            f"repeats and lengths must be positive, got {settings['repeats']}"
+            f" and {settings['lengths']}"
+        )
+    return settings
+
+
+def bench_device(name: str, profile: str) -> torch.device:
+    """The device ``name`` of a profile's settings; a clear error where the
+    profile wants CUDA and there is none, before anything is built."""
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"profile {profile!r} needs a CUDA GPU; none is available"
+        )
+    return device
+
+
+def one_kernel_per_shape():
+    """``torch.compile``'s settings while a benchmark runs FlexAttention:
+    every shape gets a kernel compiled for exactly that shape, as a model run
+    at one length would use, rather than one dynamic-shape kernel (which
+    failed to compile for an extra shape on a CPU); the recompile limit makes
+    room for them all."""
+    return torch._dynamo.config.patch(
+        automatic_dynamic_shapes=False, recompile_limit=64
+    )
+
+
+def random_inputs(
+    batch: int,
+    length: int,
+    width: int,
+    device: torch.device,
+    dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """An input ``[batch, length, width]`` and a gradient of the same shape
+    for an output, from a generator seeded with the length: every
+    implementation, and every run, reads the same numbers."""
+    generator = torch.Generator().manual_seed(length)
+    x = torch.randn(batch, length, width, generator=generator)
+    grad = torch.randn(batch, length, width, generator=generator)
+    return x.to(device, dtype), grad.to(device, dtype)
+
+
+def bench_config(profile: str, vocab_size: int = 65, **fields) -> ModelConfig:
+    """The ``ModelConfig`` of ``profile``'s model without dropout, ``fields``
+    over its own: the model a benchmark times (untrained: speed does not
+    depend on what the weights say)."""
+    model = {**get_profile(profile).model, "dropout": 0.0, **fields}
+    return ModelConfig(vocab_size=vocab_size, **model)
+
+
+def machine_provenance(profile: str, device: torch.device) -> dict:
+    """Where a benchmark ran (``mixers.results.provenance``) and on how many
+    intra-op threads."""
+    return {
+        **provenance(profile, device, [0]),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def finished_provenance(prov: dict, start: float, load_start) -> dict:
+    """``prov`` (``machine_provenance``) with the wall time since ``start``
+    and the 1, 5 and 15-minute load averages at the start (``load_start``)
+    and the end: other processes compete for the cores."""
+    return {
+        **prov,
+        "wall_time_s": time.perf_counter() - start,
+        "load_average_start": load_start,
+        "load_average_end": load_average(),
+    }
+
+
 def benchmark_main(
-    prog: str,
-    description: str,
+    module_doc: str,
+    name: str,
     durations: dict,
     profiles,
     run: Callable,
-    name: str,
+    module: str,
 ) -> None:
-    """The command line every benchmark shares: ``--profile``, ``--lengths``,
-    ``--repeats``, ``--no-progress`` and ``--out``; runs ``run(profile,
-    lengths, repeats, progress=...)`` and saves its results as
-    ``NAME-PROFILE.json`` (``mixers.results.save_results``).
+    """The command line every length benchmark shares (``python -m
+    mixers.bench.MODULE``): ``--profile``, ``--lengths``, ``--repeats``,
+    ``--no-progress`` and ``--out``; runs ``run(profile, lengths, repeats,
+    progress=...)`` and saves its results as ``NAME-PROFILE.json``
+    (``mixers.results.save_results``).
     """
     # not at import: experiments import bench
     from ..experiments import (
@@ -160,7 +327,11 @@ def benchmark_main(
     from ..results import save_results
     from ..train import default_device
 
-    parser = command_line(prog, description, durations)
+    parser = command_line(
+        f"python -m mixers.bench.{module}",
+        module_doc.splitlines()[0],
+        durations,
+    )
     parser.add_argument(
         "--profile",
         choices=sorted(profiles),

@@ -61,14 +61,20 @@ from torch import Tensor, nn
 from .._checks import check_tensor
 from ..alibi import AlibiMultiHeadAttention, as_slopes
 from ..attention import MultiHeadAttention, causal_mask
-from ..experiments import cpu_threads, profile_settings
-from ..results import provenance
+from ..experiments import cpu_threads
 from . import (
+    bench_device,
+    bench_settings,
     benchmark_main,
+    error_line,
+    finished_provenance,
     load_average,
-    peak_memory,
-    time_call,
+    machine_provenance,
+    one_kernel_per_shape,
+    random_inputs,
+    time_and_measure,
     time_interleaved,
+    warm_up,
 )
 
 NAME = "alibi_bench"
@@ -200,7 +206,7 @@ def flex_backward_unsupported(device) -> str | None:
             )
             flex_attention(q, q, q).sum().backward()
     except NotImplementedError as error:
-        return f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        return error_line(error)
     return None
 
 
@@ -240,73 +246,65 @@ def bench_length(
 
     ``memory=False`` skips the peak-memory probe (``peak_bytes`` is then None).
     """
-    generator = torch.Generator().manual_seed(length)
-    x = (
-        torch.randn(batch, length, heads * d_head, generator=generator)
-        .to(device, dtype)
-        .requires_grad_()
-    )
-    grad = torch.randn(batch, length, heads * d_head, generator=generator).to(
-        device, dtype
+    x, grad = random_inputs(batch, length, heads * d_head, device, dtype)
+    x.requires_grad_()
+    # Warm-up (and compilation): one call of each; an implementation that
+    # cannot run a mode here is recorded with its error and skipped after.
+    entries, calls = warm_up(
+        {
+            (name, mode): _call(fn, x, grad, mode)
+            for name, fn in functions.items()
+            for mode in modes
+        },
+        device,
+        _flex_backward_unsupported(functions, device),
     )
     rows = {name: {} for name in functions}
-    calls = {}
-    flex_unsupported = (
-        flex_backward_unsupported(device) if "flex" in functions else None
-    )
+    for (name, mode), entry in entries.items():
+        rows[name][mode] = entry
+    _compare_with_eager(functions, calls, x.detach(), rows)
+    time_and_measure(entries, calls, repeats, device, memory)
+    _record_kept_bias(functions, rows)
+    itemsize = torch.finfo(dtype).bits // 8
+    return {
+        "length": length,
+        "implementations": rows,
+        **_ratios(rows, functions, modes),
+        # The size of one [L, L, batch, heads] score tensor: the unit of
+        # labml's layout's memory.
+        "scores_tensor_bytes": length * length * batch * heads * itemsize,
+    }
 
-    # Warm-up (and compilation): one call of each. An implementation that
-    # cannot run a mode here is recorded with its error and skipped after.
-    # FlexAttention's backward is never even tried where torch has none (on a
-    # CPU): see flex_backward_unsupported.
-    for name, fn in functions.items():
-        for mode in modes:
-            if (
-                name == "flex"
-                and mode == "forward_backward"
-                and flex_unsupported
-            ):
-                rows[name][mode] = {"error": flex_unsupported}
-                continue
-            call = _call(fn, x, grad, mode)
-            try:
-                first = time_call(call, device)
-            except (NotImplementedError, RuntimeError) as error:
-                rows[name][mode] = {
-                    "error": (
-                        f"{type(error).__name__}: {str(error).splitlines()[0]}"
-                    )
-                }
-                continue
-            rows[name][mode] = {"first_call_s": first, "error": None}
-            calls[name, mode] = call
 
-    # Correctness: every forward output against the eager path's (no bias for
-    # the floor, so skipped).
+def _flex_backward_unsupported(functions: dict, device) -> dict:
+    """FlexAttention's backward, never even tried where torch has none (on a
+    CPU; see ``flex_backward_unsupported``): its key for ``warm_up``, with
+    torch's reason."""
+    reason = flex_backward_unsupported(device) if "flex" in functions else None
+    return {("flex", "forward_backward"): reason} if reason else {}
+
+
+def _compare_with_eager(
+    functions: dict, calls: dict, x: Tensor, rows: dict
+) -> None:
+    """Correctness: into each row, the largest difference of its forward
+    output from the eager path's (not for the floor, which has no bias), so
+    that a fast wrong answer would show."""
+    if "eager" not in functions:
+        return
     with torch.no_grad():
-        x_in = x.detach()
-        expected = (
-            functions["eager"](x_in).float() if "eager" in functions else None
-        )
+        expected = functions["eager"](x).float()
         for name, fn in functions.items():
-            if (
-                expected is not None
-                and name != "causal_sdpa"
-                and (name, "forward") in calls
-            ):
+            if name != "causal_sdpa" and (name, "forward") in calls:
                 rows[name]["max_abs_diff_vs_eager"] = (
-                    (fn(x_in).float() - expected).abs().max().item()
+                    (fn(x).float() - expected).abs().max().item()
                 )
 
-    # Timing: interleaved, so that a change in load hits every implementation
-    # alike.
-    times = time_interleaved(calls, repeats, device)
-    for (name, mode), call in calls.items():
-        rows[name][mode].update(times[name, mode])
-        rows[name][mode]["peak_bytes"] = (
-            peak_memory(call, device) if memory else None
-        )
 
+def _ratios(rows: dict, functions: dict, modes) -> dict:
+    """Per mode and implementation: labml's time over its time
+    (``speedup_vs_labml``) and its time over the causal floor's, no bias
+    (``time_vs_causal_floor``), where both were timed."""
     speedup, vs_floor = ({mode: {} for mode in modes} for _ in range(2))
     for mode in modes:
         labml_row = rows.get("labml", {}).get(mode, {})
@@ -315,40 +313,27 @@ def bench_length(
             row = rows[name].get(mode, {})
             if "median_s" in row and "median_s" in labml_row:
                 speedup[mode][name] = labml_row["median_s"] / row["median_s"]
-            # times the floor: causal attention, no bias
             if "median_s" in row and "median_s" in floor_row:
                 vs_floor[mode][name] = row["median_s"] / floor_row["median_s"]
-    itemsize = torch.finfo(dtype).bits // 8
-    # The SDPA layer keeps the bias it built ([heads, L, L], outside any call's
-    # peak): memory it holds between calls, the price of not rebuilding it
-    # every call.
+    return {"speedup_vs_labml": speedup, "time_vs_causal_floor": vs_floor}
+
+
+def _record_kept_bias(functions: dict, rows: dict) -> None:
+    """The bias the SDPA layer keeps (``[heads, L, L]``, outside any call's
+    peak): memory it holds between calls, the price of not rebuilding it
+    every call."""
     kept = getattr(functions.get("sdpa"), "_bias_cache", None)
     if kept is not None:
         rows["sdpa"]["kept_bias_bytes"] = (
             kept[1].numel() * kept[1].element_size()
         )
-    return {
-        "length": length,
-        "implementations": rows,
-        "speedup_vs_labml": speedup,
-        "time_vs_causal_floor": vs_floor,
-        # The size of one [L, L, batch, heads] score tensor: the unit of
-        # labml's layout's memory.
-        "scores_tensor_bytes": length * length * batch * heads * itemsize,
-    }
 
 
 def flex_diagnostics(
-    length: int,
-    batch: int,
-    heads: int,
-    d_head: int,
-    dtype: torch.dtype,
-    device: torch.device,
-    repeats: int,
+    length: int, shape: dict, dtype, device, repeats: int
 ) -> dict:
-    """Where the flex layer's forward time goes, at one length: median seconds
-    of
+    """Where the flex layer's forward time goes, at one length and ``shape``
+    (its ``batch``, ``heads`` and ``d_head``): median seconds of
 
     - ``layer``: the whole call, as timed by ``bench_length``;
     - ``kernel_with_alibi``: the compiled kernel with the layer's ALiBi
@@ -363,18 +348,14 @@ def flex_diagnostics(
 
     from ..alibi import compiled_flex_attention
 
+    batch, heads, d_head = shape["batch"], shape["heads"], shape["d_head"]
     layer = _without_projections(
         AlibiMultiHeadAttention(
             heads * d_head, heads, causal=True, backend="flex"
         )
     )
     layer.to(device).eval()
-    x = torch.randn(
-        batch,
-        length,
-        heads * d_head,
-        generator=torch.Generator().manual_seed(length),
-    ).to(device, dtype)
+    x, _ = random_inputs(batch, length, heads * d_head, device, dtype)
     # three views of x, as inside the layer
     q, k, v = (layer.split_heads(x) for _ in range(3))
     # and, as the layer does on a CPU, each in a contiguous layout
@@ -427,37 +408,13 @@ def run(
     ``lengths`` and ``repeats`` override the profile's; ``memory=False`` skips
     the memory probe.
     """
-    start = time.perf_counter()
-    load_start = load_average()
-    settings = dict(profile_settings(profile, SETTINGS))
-    if lengths is not None:
-        settings["lengths"] = tuple(lengths)
-    if repeats is not None:
-        settings["repeats"] = repeats
-    if (
-        settings["repeats"] < 1
-        or not settings["lengths"]
-        or min(settings["lengths"]) < 1
-    ):
-        raise ValueError(
-            f"repeats and lengths must be positive, got {settings['repeats']}"
-            f" and {settings['lengths']}"
-        )
-    device = torch.device(settings["device"])
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
-            f"profile {profile!r} needs a CUDA GPU; none is available"
-        )
+    start, load_start = time.perf_counter(), load_average()
+    settings = bench_settings(profile, SETTINGS, lengths, repeats)
+    device = bench_device(settings["device"], profile)
     dtype = getattr(torch, settings["dtype"])
     torch.manual_seed(0)
-    # Every shape gets a kernel compiled for exactly that shape, as a model run
-    # at one length would use, rather than one dynamic-shape kernel (which
-    # failed to compile for an extra shape on a CPU); the recompile limit makes
-    # room for them all.
     with cpu_threads(settings.get("threads"), enabled=device.type == "cpu"):
-        with torch._dynamo.config.patch(
-            automatic_dynamic_shapes=False, recompile_limit=64
-        ):
+        with one_kernel_per_shape():
             out = _run(
                 settings,
                 device,
@@ -466,11 +423,7 @@ def run(
                 progress,
                 memory,
             )
-        # the threads it ran on
-        prov = {
-            **provenance(profile, device, [0]),
-            "threads": torch.get_num_threads(),
-        }
+        prov = machine_provenance(profile, device)  # the threads it ran on
     return {
         "experiment": NAME,
         "what": (
@@ -488,14 +441,7 @@ def run(
             ],
         },
         **out,
-        "provenance": {
-            **prov,
-            "wall_time_s": time.perf_counter() - start,
-            # Other processes compete for the cores: the 1, 5 and 15-minute
-            # load averages.
-            "load_average_start": load_start,
-            "load_average_end": load_average(),
-        },
+        "provenance": finished_provenance(prov, start, load_start),
     }
 
 
@@ -507,72 +453,96 @@ def _run(
     progress: bool,
     memory: bool,
 ) -> dict:
+    """Every length, then at the longest FlexAttention's diagnostics and the
+    extra shapes, then the bias a default layer keeps; each target beside
+    its figure."""
     functions = build_implementations(
         settings["heads"], settings["d_head"], device, implementations
     )
     results = []
     for length in settings["lengths"]:
-        row = bench_length(
-            functions,
-            length,
-            settings["batch"],
-            settings["heads"],
-            settings["d_head"],
-            dtype,
-            device,
-            settings["repeats"],
-            memory=memory,
-        )
-        results.append(row)
-        if progress:
-            print(format_row(row), flush=True)
-
-    longest = settings["lengths"][-1]
-    # Diagnostics before the extra shapes, so that a kernel that fails to
-    # compile for one of those cannot affect them.
-    diagnostics = None
-    if "flex" in implementations:
-        try:
-            diagnostics = flex_diagnostics(
-                longest,
+        results.append(
+            bench_length(
+                functions,
+                length,
                 settings["batch"],
                 settings["heads"],
                 settings["d_head"],
                 dtype,
                 device,
                 settings["repeats"],
+                memory=memory,
             )
-        except RuntimeError as error:
-            diagnostics = {
-                "length": longest,
-                "error": (
-                    f"{type(error).__name__}: {str(error).splitlines()[0]}"
-                ),
-            }
-        if progress and "error" not in diagnostics:
-            print(
-                "flex diagnostics (median ms): "
-                + ", ".join(
-                    f"{name} {diagnostics[name]['median_s'] * 1e3:.1f}"
-                    for name in (
-                        "layer",
-                        "kernel_with_alibi",
-                        "kernel_without_bias",
-                        "create_block_mask",
-                    )
-                ),
-                flush=True,
-            )
+        )
+        if progress:
+            print(format_row(results[-1]), flush=True)
+    # Diagnostics before the extra shapes, so that a kernel that fails to
+    # compile for one of those cannot affect them.
+    diagnostics = (
+        _flex_diagnostics_at_longest(settings, dtype, device, progress)
+        if "flex" in implementations
+        else None
+    )
+    out = {
+        "results": results,
+        "flex_diagnostics": diagnostics,
+        "extra_shapes": _extra_shapes(
+            settings, implementations, dtype, device, progress
+        ),
+        "default_backend_kept_bias_bytes": kept_by_default(
+            settings, device, dtype
+        ),
+    }
+    out["targets"] = against_targets(out)
+    if progress:
+        print("\n".join(target_lines(out["targets"])), flush=True)
+    return out
+
+
+def _flex_diagnostics_at_longest(
+    settings: dict, dtype, device, progress: bool
+) -> dict:
+    """``flex_diagnostics`` at the longest length, or the error that stopped
+    it (a kernel that fails to compile)."""
+    longest = settings["lengths"][-1]
+    try:
+        diagnostics = flex_diagnostics(
+            longest, settings, dtype, device, settings["repeats"]
+        )
+    except RuntimeError as error:
+        return {"length": longest, "error": error_line(error)}
+    if progress:
+        print(
+            "flex diagnostics (median ms): "
+            + ", ".join(
+                f"{name} {diagnostics[name]['median_s'] * 1e3:.1f}"
+                for name in (
+                    "layer",
+                    "kernel_with_alibi",
+                    "kernel_without_bias",
+                    "create_block_mask",
+                )
+            ),
+            flush=True,
+        )
+    return diagnostics
+
+
+def _extra_shapes(
+    settings: dict, implementations: tuple, dtype, device, progress: bool
+) -> list[dict]:
+    """The forward comparison at the longest length for the profile's other
+    batch sizes and head shapes (``extra_shapes``): the ratio between
+    implementations depends on them. Without the eager path, whose time is
+    about labml's."""
+    names = tuple(name for name in implementations if name != "eager")
     extra = []
     for shape in settings.get("extra_shapes", ()):
-        # eager ~ labml's; saves time
-        names = tuple(name for name in implementations if name != "eager")
-        extra_functions = build_implementations(
-            shape["heads"], shape["d_head"], device, names
-        )
         row = bench_length(
-            extra_functions,
-            longest,
+            build_implementations(
+                shape["heads"], shape["d_head"], device, names
+            ),
+            settings["lengths"][-1],
             shape["batch"],
             shape["heads"],
             shape["d_head"],
@@ -589,18 +559,7 @@ def _run(
                 f" {shape['d_head']}:\n" + format_row(row),
                 flush=True,
             )
-    out = {
-        "results": results,
-        "flex_diagnostics": diagnostics,
-        "extra_shapes": extra,
-        "default_backend_kept_bias_bytes": kept_by_default(
-            settings, device, dtype
-        ),
-    }
-    out["targets"] = against_targets(out)
-    if progress:
-        print("\n".join(target_lines(out["targets"])), flush=True)
-    return out
+    return extra
 
 
 # Issue 31's targets on a GPU: the flex layer within 1.1x its kernel, its
@@ -744,14 +703,7 @@ def format_row(row: dict) -> str:
 
 
 def main() -> None:
-    benchmark_main(
-        "python -m mixers.bench.alibi",
-        __doc__.splitlines()[0],
-        DURATIONS,
-        SETTINGS,
-        run,
-        NAME,
-    )
+    benchmark_main(__doc__, NAME, DURATIONS, SETTINGS, run, "alibi")
 
 
 # -----------------------------------------------------------------------------

@@ -37,18 +37,24 @@ import time
 import torch
 
 from ..experiments import profile_settings
-from ..model import LanguageModel, ModelConfig
-from ..results import provenance
-from ..train import get_profile
-from . import load_average, profile_main, time_interleaved
+from ..model import LanguageModel
+from . import (
+    bench_config,
+    bench_device,
+    load_average,
+    machine_provenance,
+    profile_main,
+    time_interleaved,
+)
 
 NAME = "generation"
+#: The models that decode through ``mixers.attention.KVCache``.
+MIXERS = ("attention", "alibi", "rotary")
 DURATIONS = {
     "smoke": "seconds",
     "cpu": "about two minutes on one CPU thread",
     "gpu": "a few minutes on one GPU, compiling included",
 }
-MIXERS = ("attention", "alibi", "rotary")
 TARGET = 2.5  # the cache at least this many times faster, at 500 tokens
 GPU_TARGET = 10.0  # on a GPU, at least this many times faster
 GPU_TOKENS_PER_S = 5000.0  # and at least this many tokens per second
@@ -93,14 +99,13 @@ def generate_without_cache(
 def _model(
     profile: str, token_mixer: str, vocab_size: int = 65
 ) -> LanguageModel:
-    fields = {
-        **get_profile(profile).model,
-        "token_mixer": token_mixer,
-        "positions": "none",
-        "dropout": 0.0,
-    }
+    """The profile's model with ``token_mixer`` and no positions on the
+    embeddings (they would stop it at ``block_size``), from seed 0."""
+    config = bench_config(
+        profile, vocab_size, token_mixer=token_mixer, positions="none"
+    )
     torch.manual_seed(0)
-    return LanguageModel(ModelConfig(vocab_size=vocab_size, **fields)).eval()
+    return LanguageModel(config).eval()
 
 
 def _dtype(settings: dict, device: torch.device) -> torch.dtype:
@@ -160,9 +165,7 @@ def run(profile: str = "cpu", progress: bool = True) -> dict:
     provenance."""
     start, load = time.perf_counter(), load_average()
     settings = profile_settings(profile, SETTINGS)
-    device = torch.device(settings["device"])
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("the gpu profile needs a CUDA GPU; none is here")
+    device = bench_device(settings["device"], profile)
     gpu = device.type == "cuda"
     rows = []
     for mixer in MIXERS:
@@ -177,8 +180,7 @@ def run(profile: str = "cpu", progress: bool = True) -> dict:
         "targets": targets(gpu),
         "results": rows,
         "provenance": {
-            **provenance(profile, device, [0]),
-            "threads": torch.get_num_threads(),
+            **machine_provenance(profile, device),
             "load_average": [load, load_average()],
             "wall_time_s": time.perf_counter() - start,
         },

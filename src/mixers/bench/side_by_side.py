@@ -67,15 +67,19 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from ..experiments import cpu_threads, profile_settings
+from ..experiments import cpu_threads
 from ..model import CHANNEL_MIXERS, TOKEN_MIXERS, ModelConfig
-from ..results import provenance
 from . import (
+    bench_device,
+    bench_settings,
     benchmark_main,
+    finished_provenance,
     load_average,
-    peak_memory,
-    time_call,
-    time_interleaved,
+    machine_provenance,
+    one_kernel_per_shape,
+    random_inputs,
+    time_and_measure,
+    warm_up,
 )
 from .alibi import flex_backward_unsupported
 
@@ -108,34 +112,13 @@ REFERENCE = ("attention", "sdpa")
 # on shared cores two OpenMP threads wait for each other at every barrier and
 # the timings scatter).
 SETTINGS = {
-    "smoke": dict(
-        device="cpu",
-        lengths=(16, 32, 64),
-        d_model=16,
-        n_heads=2,
-        batch=1,
-        repeats=1,
-        threads=1,
-    ),
-    "cpu": dict(
-        device="cpu",
-        lengths=(256, 512, 1024, 2048),
-        d_model=256,
-        n_heads=4,
-        batch=1,
-        repeats=5,
-        threads=1,
-    ),
-    "gpu": dict(
-        device="cuda",
-        lengths=(256, 512, 1024, 2048, 4096, 8192),
-        d_model=384,
-        n_heads=6,
-        batch=4,
-        repeats=10,
-        threads=None,
-    ),
-}
+    "smoke": dict(device="cpu", lengths=(16, 32, 64), d_model=16, n_heads=2,
+                  batch=1, repeats=1, threads=1),
+    "cpu": dict(device="cpu", lengths=(256, 512, 1024, 2048), d_model=256,
+                n_heads=4, batch=1, repeats=5, threads=1),
+    "gpu": dict(device="cuda", lengths=(256, 512, 1024, 2048, 4096, 8192),
+                d_model=384, n_heads=6, batch=4, repeats=10, threads=None),
+}  # fmt: skip
 
 
 # -----------------------------------------------------------------------------
@@ -150,28 +133,23 @@ def build_mixer(
     d_model]``."""
     if name not in MIXERS:
         raise ValueError(f"mixer must be one of {list(MIXERS)}, got {name!r}")
-    if name in TOKEN_MIXER_NAMES:
+    token_mixer = name in TOKEN_MIXER_NAMES
+    if token_mixer:
         # gMLP's d_ffn: see the docstring
         d_ff = 8 * d_model if TOKEN_MIXERS[name].mixes_channels else None
-        config = ModelConfig(
-            vocab_size=1,
-            d_model=d_model,
-            n_layers=1,
-            n_heads=n_heads,
-            block_size=length,
-            d_ff=d_ff,
-            token_mixer=name,
-        )
-        return TOKEN_MIXERS[name].build(config)
+        mixer = dict(d_ff=d_ff, token_mixer=name)
+    else:
+        mixer = dict(d_ff=4 * d_model, channel_mixer=name)
     config = ModelConfig(
         vocab_size=1,
         d_model=d_model,
         n_layers=1,
         n_heads=n_heads,
         block_size=length,
-        d_ff=4 * d_model,
-        channel_mixer=name,
+        **mixer,
     )
+    if token_mixer:
+        return TOKEN_MIXERS[name].build(config)
     return CHANNEL_MIXERS[name](config)
 
 
@@ -221,13 +199,6 @@ def _call(
     return run
 
 
-def _error(error: Exception) -> str:
-    return (
-        f"{type(error).__name__}:"
-        f" {str(error).splitlines()[0] if str(error) else ''}"
-    )
-
-
 # -----------------------------------------------------------------------------
 # One length.
 
@@ -248,62 +219,27 @@ def bench_length(
     ``summarise_times`` fields, ``peak_bytes`` and ``error`` (None, or why that
     call cannot run, e.g. FlexAttention's backward on a CPU).
     """
-    d_model, n_heads, batch = (
-        settings["d_model"],
-        settings["n_heads"],
-        settings["batch"],
-    )
-    generator = torch.Generator().manual_seed(length)
-    x = (
-        torch.randn(batch, length, d_model, generator=generator)
-        .to(device)
-        .requires_grad_()
-    )
-    grad = torch.randn(batch, length, d_model, generator=generator).to(device)
+    d_model = settings["d_model"]
+    x, grad = random_inputs(settings["batch"], length, d_model, device)
+    x.requires_grad_()
     torch.manual_seed(0)
     layers = {
-        name: build_mixer(name, length, d_model, n_heads).to(device)
+        name: build_mixer(name, length, d_model, settings["n_heads"]).to(
+            device
+        )
         for name in mixers
     }
-    flex_unsupported = (
-        flex_backward_unsupported(device) if "alibi" in mixers else None
+    # Warm-up: FlexAttention compiles here; its backward is never tried
+    # where torch has none (on a CPU).
+    entries, calls = warm_up(
+        {
+            key: _call(layers[key[0]], *key[1:], x, grad, device)
+            for key in _keys(mixers)
+        },
+        device,
+        _flex_backward_unsupported(mixers, device),
     )
-
-    calls, entries = {}, {}
-    for name in mixers:
-        for path in MIXERS[name]:
-            for precision in PRECISIONS:
-                for mode in MODES:
-                    key = (name, path, precision, mode)
-                    if (
-                        path == "flex"
-                        and mode == "forward_backward"
-                        and flex_unsupported
-                    ):
-                        entries[key] = {"error": flex_unsupported}
-                        continue
-                    call = _call(
-                        layers[name], path, precision, mode, x, grad, device
-                    )
-                    try:
-                        # warm-up; FlexAttention compiles here
-                        first = time_call(call, device)
-                    except (NotImplementedError, RuntimeError) as error:
-                        entries[key] = {"error": _error(error)}
-                        continue
-                    entries[key] = {"first_call_s": first, "error": None}
-                    calls[key] = call
-
-    # Timing: interleaved, so that a change in the machine's load hits every
-    # call alike.
-    for key, summary in time_interleaved(
-        calls, settings["repeats"], device
-    ).items():
-        entries[key].update(summary)
-    for key, call in calls.items():
-        entries[key]["peak_bytes"] = (
-            peak_memory(call, device) if memory else None
-        )
+    time_and_measure(entries, calls, settings["repeats"], device, memory)
     return {
         "length": length,
         "parameters": {
@@ -312,6 +248,31 @@ def bench_length(
         },
         "calls": _nest(entries),
         "max_abs_diff_vs_eager_float32": _accuracy(calls, mixers),
+    }
+
+
+def _keys(mixers) -> list[tuple[str, str, str, str]]:
+    """Every (mixer, path, precision, mode) of ``mixers``, in the order they
+    are called and reported."""
+    return [
+        (name, path, precision, mode)
+        for name in mixers
+        for path in MIXERS[name]
+        for precision in PRECISIONS
+        for mode in MODES
+    ]
+
+
+def _flex_backward_unsupported(mixers, device) -> dict:
+    """ALiBi's FlexAttention path's backward, in both precisions, where torch
+    has none (``flex_backward_unsupported``): its keys, with torch's
+    reason, for ``warm_up``."""
+    reason = flex_backward_unsupported(device) if "alibi" in mixers else None
+    if reason is None:
+        return {}
+    return {
+        ("alibi", "flex", precision, "forward_backward"): reason
+        for precision in PRECISIONS
     }
 
 
@@ -476,43 +437,12 @@ def run(
     (names of ``MIXERS``) override the profile's.
     """
     start = time.perf_counter()
-    settings = dict(profile_settings(profile, SETTINGS))
-    if lengths is not None:
-        settings["lengths"] = tuple(lengths)
-    if repeats is not None:
-        settings["repeats"] = repeats
-    mixers = tuple(MIXERS if mixers is None else mixers)
-    unknown = [name for name in mixers if name not in MIXERS]
-    if unknown or not mixers:
-        raise ValueError(
-            f"mixers must be names in {list(MIXERS)}, got {list(mixers)}"
-        )
-    if "attention" not in mixers:
-        raise ValueError(
-            "mixers must include 'attention': the ratios vs_attention divide"
-            " by its time"
-        )
-    if (
-        settings["repeats"] < 1
-        or not settings["lengths"]
-        or min(settings["lengths"]) < 1
-    ):
-        raise ValueError(
-            f"repeats and lengths must be positive, got {settings['repeats']}"
-            f" and {settings['lengths']}"
-        )
-    device = torch.device(settings["device"])
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
-            f"profile {profile!r} needs a CUDA GPU; none is available"
-        )
+    settings = bench_settings(profile, SETTINGS, lengths, repeats)
+    mixers = _checked_mixers(mixers)
+    device = bench_device(settings["device"], profile)
     load_start = load_average()
     with cpu_threads(settings["threads"], enabled=device.type == "cpu"):
-        # One FlexAttention kernel compiled per shape, never the dynamic-shape
-        # kernel (see mixers.alibi).
-        with torch._dynamo.config.patch(
-            automatic_dynamic_shapes=False, recompile_limit=64
-        ):
+        with one_kernel_per_shape():  # see mixers.alibi
             rows = []
             for length in settings["lengths"]:
                 row = bench_length(length, settings, device, mixers, memory)
@@ -520,10 +450,7 @@ def run(
                 rows.append(row)
                 if progress:
                     print(format_row(row), flush=True)
-        prov = {
-            **provenance(profile, device, [0]),
-            "threads": torch.get_num_threads(),
-        }
+        prov = machine_provenance(profile, device)
     return {
         "experiment": NAME,
         "what": (
@@ -544,15 +471,25 @@ def run(
         },
         "results": rows,
         "exponents": exponents(rows),
-        "provenance": {
-            **prov,
-            "wall_time_s": time.perf_counter() - start,
-            # Other processes compete for the cores: the 1, 5 and 15-minute
-            # load averages.
-            "load_average_start": load_start,
-            "load_average_end": load_average(),
-        },
+        "provenance": finished_provenance(prov, start, load_start),
     }
+
+
+def _checked_mixers(mixers) -> tuple[str, ...]:
+    """The names of ``MIXERS`` to time (all of them for None): attention
+    among them, since the ratios ``vs_attention`` divide by its time."""
+    mixers = tuple(MIXERS if mixers is None else mixers)
+    unknown = [name for name in mixers if name not in MIXERS]
+    if unknown or not mixers:
+        raise ValueError(
+            f"mixers must be names in {list(MIXERS)}, got {list(mixers)}"
+        )
+    if "attention" not in mixers:
+        raise ValueError(
+            "mixers must include 'attention': the ratios vs_attention divide"
+            " by its time"
+        )
+    return mixers
 
 
 def format_row(row: dict) -> str:
@@ -583,14 +520,7 @@ def format_row(row: dict) -> str:
 
 
 def main() -> None:
-    benchmark_main(
-        "python -m mixers.bench.side_by_side",
-        __doc__.splitlines()[0],
-        DURATIONS,
-        SETTINGS,
-        run,
-        NAME,
-    )
+    benchmark_main(__doc__, NAME, DURATIONS, SETTINGS, run, "side_by_side")
 
 
 if __name__ == "__main__":

@@ -40,9 +40,15 @@ from torch import nn
 
 from ..experiments import profile_settings
 from ..model import LanguageModel, ModelConfig
-from ..results import provenance
 from ..train import autocast_dtype, get_profile
-from . import load_average, profile_main, time_call
+from . import (
+    bench_config,
+    bench_device,
+    load_average,
+    machine_provenance,
+    profile_main,
+    time_call,
+)
 
 NAME = "train_step"
 DURATIONS = {
@@ -61,34 +67,13 @@ TARGET = CPU_TARGETS["attention"]
 SETTINGS = {
     # the gpu profile's code on a CPU, uncompiled (autocast where the CPU has
     # bf16)
-    "smoke": dict(
-        profile="smoke",
-        batch_size=4,
-        steps=2,
-        rounds=3,
-        device="cpu",
-        compile=False,
-        amp=True,
-    ),
-    "cpu": dict(
-        profile="cpu",
-        batch_size=32,
-        steps=3,
-        rounds=15,
-        device="cpu",
-        compile=False,
-        amp=False,
-    ),
-    "gpu": dict(
-        profile="gpu",
-        batch_size=64,
-        steps=10,
-        rounds=7,
-        device="cuda",
-        compile=True,
-        amp=True,
-    ),
-}
+    "smoke": dict(profile="smoke", batch_size=4, steps=2, rounds=3,
+                  device="cpu", compile=False, amp=True),
+    "cpu": dict(profile="cpu", batch_size=32, steps=3, rounds=15,
+                device="cpu", compile=False, amp=False),
+    "gpu": dict(profile="gpu", batch_size=64, steps=10, rounds=7,
+                device="cuda", compile=True, amp=True),
+}  # fmt: skip
 
 
 # -----------------------------------------------------------------------------
@@ -168,14 +153,11 @@ class NanoGPTStyle(nn.Module):
 def build_models(profile: str, vocab_size: int = 65) -> dict[str, nn.Module]:
     """The reference and one ``LanguageModel`` per mixer of ``MIXERS``, at
     the profile's sizes, without dropout."""
-    fields = {**get_profile(profile).model, "dropout": 0.0}
-    config = ModelConfig(vocab_size=vocab_size, **fields)
     torch.manual_seed(0)
-    models = {"nanogpt": NanoGPTStyle(config)}
+    models = {"nanogpt": NanoGPTStyle(bench_config(profile, vocab_size))}
     for mixer in MIXERS:
-        models[mixer] = LanguageModel(
-            ModelConfig(vocab_size=vocab_size, **fields, token_mixer=mixer)
-        )
+        config = bench_config(profile, vocab_size, token_mixer=mixer)
+        models[mixer] = LanguageModel(config)
     return models
 
 
@@ -214,9 +196,7 @@ def _stepper(model: nn.Module, idx, targets, steps: int, settings: dict):
 def measure(settings: dict, progress: bool = False) -> dict:
     """Median seconds per step of each model, and the median over rounds of
     each one's time divided by the reference's in the same round."""
-    device = torch.device(settings["device"])
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("the gpu profile needs a CUDA GPU; none is here")
+    device = bench_device(settings["device"], settings["profile"])
     models = build_models(settings["profile"])
     block = get_profile(settings["profile"]).train.seq_len
     g = torch.Generator().manual_seed(0)
@@ -279,8 +259,7 @@ def run(profile: str = "cpu", progress: bool = True) -> dict:
         "target": goals,
         "results": row,
         "provenance": {
-            **provenance(profile, torch.device(settings["device"]), [0]),
-            "threads": torch.get_num_threads(),
+            **machine_provenance(profile, torch.device(settings["device"])),
             "precision": row["precision"],
             "load_average": [load, load_average()],
             "wall_time_s": time.perf_counter() - start,

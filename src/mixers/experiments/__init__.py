@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from contextlib import closing, contextmanager
 from contextvars import ContextVar
@@ -354,15 +355,23 @@ def evaluate_lengths(
     return rows
 
 
+#: The intra-op threads of one training run on a CPU, in every experiment:
+#: these models are too small for a second thread to help on quiet cores,
+#: and on shared ones two OpenMP threads wait for each other at every
+#: barrier (a step ran several times slower). ``workers=2`` runs two models
+#: side by side instead, one per core. The provenance records the count.
+CPU_THREADS = 1
+
+
 @contextmanager
 def cpu_threads(
-    threads: int | None, enabled: bool | None = None
+    threads: int | None = CPU_THREADS, enabled: bool | None = None
 ) -> Iterator[None]:
     """Run the block with ``threads`` intra-op threads, then restore the
     previous count.
 
-    Also a decorator: ``@cpu_threads(1)`` runs each call of the function that
-    way.
+    Also a decorator: ``@cpu_threads()`` runs each call of the function on
+    ``CPU_THREADS``, the experiments' one thread per run.
 
     Small models on a shared two-core machine run fastest, and most
     predictably, on one thread per process: two OpenMP threads fighting for
@@ -500,6 +509,53 @@ class Experiment:
     def job(self, record: dict) -> tuple:
         """The job whose run ``record`` is."""
         return tuple(record[field] for field in self.fields)
+
+    def train(
+        self,
+        run_one: Callable,
+        dataset: CharDataset,
+        workers: int,
+        progress: bool,
+    ) -> tuple[list[dict], int]:
+        """Train every job (``run_jobs_in_processes``), each as
+        ``run_one(dataset, profile, settings, *job, progress=...)``,
+        ``workers`` at a time on ``CPU_THREADS`` threads each; progress bars
+        only when the runs go one at a time (the bars of several processes
+        would interleave). Returns every run's record and how many were
+        resumed from a partial file."""
+        run_job = partial(
+            _run_one_job,
+            run_one,
+            self.profile,
+            self.settings,
+            progress and workers == 1,
+        )
+        return run_jobs_in_processes(
+            self, run_job, dataset, workers, CPU_THREADS
+        )
+
+    def provenance(
+        self, runs: list[dict], resumed: int, start: float, **more
+    ) -> dict:
+        """The provenance of the whole experiment: its first finished run's
+        (``first_provenance``), then ``more``, how many runs were resumed,
+        and the seconds since ``start`` (``time.perf_counter``) of this call:
+        with a resume, less than the runs' own times add up to."""
+        return {
+            **first_provenance(runs, self.profile),
+            **more,
+            "resumed_runs": resumed,
+            "wall_time_s": time.perf_counter() - start,
+        }
+
+
+def _run_one_job(
+    run_one: Callable, profile: str, settings, progress: bool, dataset, job
+) -> dict:
+    """One job of ``Experiment.train``: ``run_one(dataset, profile,
+    settings, *job)``. A module-level function, so that it pickles for a
+    worker process."""
+    return run_one(dataset, profile, settings, *job, progress=progress)
 
 
 # Where ``run_jobs`` saves the finished runs: (folder, fresh), or None to keep

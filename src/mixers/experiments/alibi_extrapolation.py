@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, replace
-from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -84,33 +83,15 @@ from . import (
     cpu_threads,
     evaluate_lengths,
     experiment_settings,
-    first_provenance,
     main,
-    run_jobs_in_processes,
     sliding_window_loss,
 )
-from .plan import (
-    PLAN_TRAIN,
-    PlannedRun,
-    carried_lr,
-    model_config,
-    train_config,
-)
+from .plan import PLAN_TRAIN, PlannedRun, carried_lr, durations, planned_run
 
 NAME = "alibi_extrapolation"
-DURATIONS = {
-    "smoke": "seconds",
-    "cpu": "about half an hour on a two-core CPU",
-    "gpu": (
-        "a few minutes on one GPU (6 runs of 500 steps); all six at"
-        " once: python -m mixers.experiments.all --profile gpu --plan"
-    ),
-}
-
-# As in the attention_scaling experiment: small models on a CPU run about as
-# fast on one intra-op thread as on two quiet cores, and far faster when the
-# cores are shared. Provenance records it.
-CPU_THREADS = 1
+DURATIONS = durations(
+    "about half an hour on a two-core CPU", runs=6, steps=500
+)
 
 # scheme -> (token mixer, positions added to the embeddings). The mixers that
 # encode position inside attention (rotary, alibi) get no positions on the
@@ -134,55 +115,31 @@ SCHEMES: dict[str, tuple[str, str]] = {
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=32, n_layers=1, n_heads=4, block_size=16),
-        train=dict(
-            steps=60,
-            batch_size=16,
-            seq_len=16,
-            lr=1e-2,
-            warmup_steps=5,
-            eval_interval=30,
-            eval_batches=2,
-        ),
-        factors=(1, 2, 4, 8, 16),
-        eval_tokens=2048,
-        sliding_factors=(1, 2),
-        sliding_stride=4,
-        generate_factor=4,
-        generate_samples=2,
+        train=dict(steps=60, batch_size=16, seq_len=16, lr=1e-2,
+                   warmup_steps=5, eval_interval=30, eval_batches=2),
+        factors=(1, 2, 4, 8, 16), eval_tokens=2048,
+        sliding_factors=(1, 2), sliding_stride=4,
+        generate_factor=4, generate_samples=2,
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=3, n_heads=8, block_size=64),
-        train=dict(
-            steps=800,
-            batch_size=32,
-            seq_len=64,
-            lr=2e-3,
-            warmup_steps=50,
-            eval_interval=100,
-            eval_batches=10,
-        ),
-        factors=(1, 2, 4, 8, 16),
-        eval_tokens=65536,
-        sliding_factors=(1, 2, 4),
-        sliding_stride=16,
-        generate_factor=4,
-        generate_samples=16,
+        train=dict(steps=800, batch_size=32, seq_len=64, lr=2e-3,
+                   warmup_steps=50, eval_interval=100, eval_batches=10),
+        factors=(1, 2, 4, 8, 16), eval_tokens=65536,
+        sliding_factors=(1, 2, 4), sliding_stride=16,
+        generate_factor=4, generate_samples=16,
     ),
     "gpu": dict(
-        model=dict(
-            d_model=384, n_layers=6, n_heads=8, block_size=256, dropout=0.1
-        ),
+        model=dict(d_model=384, n_layers=6, n_heads=8, block_size=256,
+                   dropout=0.1),
         # the gpu plan (mixers.experiments.plan): 500 steps a run, the cpu
         # rate carried over
         train=dict(PLAN_TRAIN, steps=500, lr=carried_lr(2e-3)),
-        factors=(1, 2, 4, 8, 16),
-        eval_tokens=98304,
-        sliding_factors=(1, 2, 4),
-        sliding_stride=64,
-        generate_factor=4,
-        generate_samples=16,
+        factors=(1, 2, 4, 8, 16), eval_tokens=98304,
+        sliding_factors=(1, 2, 4), sliding_stride=64,
+        generate_factor=4, generate_samples=16,
     ),
-}
+}  # fmt: skip
 
 # Facts from the paper, for comparison (not computed here): WikiText-103
 # validation perplexity of 16-layer, 247M-parameter models trained on L = 512
@@ -238,6 +195,17 @@ def shared_settings(profile: str, val_tokens: int) -> dict:
     }
 
 
+def _overrides(settings: dict, scheme: str) -> dict:
+    """The model fields of the run of ``scheme``: the shared model, its token
+    mixer and the positions on its embeddings."""
+    token_mixer, positions = SCHEMES[scheme]
+    return {
+        **settings["model"],
+        "token_mixer": token_mixer,
+        "positions": positions,
+    }
+
+
 def run_one(
     dataset: CharDataset,
     profile: str,
@@ -247,16 +215,10 @@ def run_one(
 ) -> dict:
     """Train the model of ``scheme`` under ``settings`` (``shared_settings``)
     and evaluate it at every length; return its record."""
-    token_mixer, positions = SCHEMES[scheme]
-    overrides = {
-        **settings["model"],
-        "token_mixer": token_mixer,
-        "positions": positions,
-    }
     model, result = run_profile(
         dataset,
         profile,
-        model_overrides=overrides,
+        model_overrides=_overrides(settings, scheme),
         train_overrides=settings["train"],
         progress=progress,
         description=f"{NAME} {scheme}",
@@ -271,6 +233,7 @@ def run_one(
     )
     sliding = sliding_evaluation(model, dataset.val, settings)
     eval_time_s = time.perf_counter() - eval_start
+    token_mixer, positions = SCHEMES[scheme]
     return {
         "scheme": scheme,
         "token_mixer": token_mixer,
@@ -368,30 +331,17 @@ def planned_runs(profile: str) -> list[PlannedRun]:
     settings = shared_settings(profile, len(dataset.val))
     base = get_profile(profile).model
     return [
-        PlannedRun(
-            model_config(
-                {
-                    **base,
-                    **settings["model"],
-                    "token_mixer": mixer,
-                    "positions": positions,
-                },
-                dataset.tokenizer.vocab_size,
-            ),
-            train_config(settings["train"]),
+        planned_run(
+            {**base, **_overrides(settings, scheme)},
+            settings["train"],
+            dataset.tokenizer.vocab_size,
             forward_tokens(settings),
         )
-        for mixer, positions in SCHEMES.values()
+        for scheme in SCHEMES
     ]
 
 
-def _run_job(profile, settings, progress, dataset, job) -> dict:
-    """One job, ``(scheme,)``, for ``run_jobs_in_processes``: a module-level
-    function, so that it pickles."""
-    return run_one(dataset, profile, settings, *job, progress=progress)
-
-
-@cpu_threads(CPU_THREADS)
+@cpu_threads()
 def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
     """Train every scheme at the training length of ``profile`` and evaluate it
     at longer lengths, ``workers`` schemes at a time."""
@@ -401,13 +351,7 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
     experiment = Experiment(
         NAME, profile, settings, ("scheme",), [(scheme,) for scheme in SCHEMES]
     )
-    runs, resumed = run_jobs_in_processes(
-        experiment,
-        partial(_run_job, profile, settings, progress and workers == 1),
-        dataset,
-        workers,
-        CPU_THREADS,
-    )
+    runs, resumed = experiment.train(run_one, dataset, workers, progress)
     model = settings["model"]
     return {
         "experiment": NAME,
@@ -419,11 +363,7 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
         ),
         "settings": settings,
         "runs": runs,
-        "provenance": {
-            **first_provenance(runs, profile),
-            "resumed_runs": resumed,
-            "wall_time_s": time.perf_counter() - start,
-        },
+        "provenance": experiment.provenance(runs, resumed, start),
     }
 
 

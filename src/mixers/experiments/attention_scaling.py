@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, replace
-from functools import partial
 
 import torch
 
@@ -31,37 +30,11 @@ from ..attention import MultiHeadAttention, causal_mask
 from ..data import CharDataset, random_batch
 from ..model import LanguageModel
 from ..train import build_model, get_profile, run_profile
-from . import (
-    Experiment,
-    cpu_threads,
-    experiment_settings,
-    first_provenance,
-    main,
-    run_jobs_in_processes,
-)
-from .plan import (
-    PLAN_TRAIN,
-    PlannedRun,
-    carried_lr,
-    model_config,
-    train_config,
-)
+from . import Experiment, cpu_threads, experiment_settings, main
+from .plan import PLAN_TRAIN, PlannedRun, carried_lr, durations, planned_run
 
 NAME = "attention_scaling"
-DURATIONS = {
-    "smoke": "seconds",
-    "cpu": "about 3 minutes on a two-core CPU",
-    "gpu": (
-        "a few minutes on one GPU (6 runs of 500 steps); all six at"
-        " once: python -m mixers.experiments.all --profile gpu --plan"
-    ),
-}
-
-# Small models on a CPU: one intra-op thread is about as fast as two on quiet
-# cores, and far faster on shared ones, where two OpenMP threads wait for each
-# other. The provenance records the count.
-CPU_THREADS = 1
-
+DURATIONS = durations("about 3 minutes on a two-core CPU", runs=6, steps=500)
 
 # The scores' scale of each arm, ModelConfig.attention_scale: None is the
 # package's default, 1/sqrt(d_head); 1.0 leaves the raw dot products q·k.
@@ -74,27 +47,14 @@ SETTINGS = {
     "smoke": dict(
         model=dict(d_model=64, n_layers=2, block_size=32),
         head_sizes=(16, 64),
-        train=dict(
-            steps=40,
-            batch_size=16,
-            seq_len=32,
-            warmup_steps=5,
-            eval_interval=20,
-            eval_batches=2,
-        ),
+        train=dict(steps=40, batch_size=16, seq_len=32, warmup_steps=5,
+                   eval_interval=20, eval_batches=2),
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=2, block_size=64),
         head_sizes=(16, 64, 128),
-        train=dict(
-            steps=600,
-            batch_size=32,
-            seq_len=64,
-            lr=2e-3,
-            warmup_steps=50,
-            eval_interval=50,
-            eval_batches=10,
-        ),
+        train=dict(steps=600, batch_size=32, seq_len=64, lr=2e-3,
+                   warmup_steps=50, eval_interval=50, eval_batches=10),
     ),
     # The gpu plan (mixers.experiments.plan): 500 steps a run, the cpu rate
     # carried over.
@@ -103,7 +63,7 @@ SETTINGS = {
         head_sizes=(32, 128, 384),
         train=dict(PLAN_TRAIN, steps=500, lr=carried_lr(2e-3)),
     ),
-}
+}  # fmt: skip
 
 
 def _attention_layers(model: LanguageModel) -> list[MultiHeadAttention]:
@@ -130,6 +90,40 @@ def diagnostics(
       and ``W_k`` together.
     """
     layers = _attention_layers(model)
+    was_training = model.training
+    model.eval()
+    inputs = _inputs_after_backward(model, layers, x, y)
+    visible = causal_mask(x.shape[1], device=x.device)
+    with torch.no_grad():
+        rows = [
+            _layer_diagnostics(layer, h, visible)
+            for layer, h in zip(layers, inputs)
+        ]
+    model.zero_grad(set_to_none=True)
+    model.train(was_training)
+    return {key: [row[key] for row in rows] for key in DIAGNOSTICS}
+
+
+#: What ``diagnostics`` measures of each layer, in the order it lists them.
+DIAGNOSTICS = (
+    "score_std",
+    "entropy",
+    "entropy_uniform",
+    "max_weight",
+    "softmax_jacobian",
+    "qk_grad_norm",
+)
+
+
+def _inputs_after_backward(
+    model: LanguageModel,
+    layers: list[MultiHeadAttention],
+    x: torch.Tensor,
+    y: torch.Tensor,
+) -> list[torch.Tensor]:
+    """The input of each attention layer on the batch ``x``, caught by a hook
+    on the way forward, after a backward pass of the loss on ``y`` that
+    leaves the gradients of ``W_q`` and ``W_k`` in the model (from zero)."""
     inputs: list[torch.Tensor] = []
     hooks = [
         layer.register_forward_pre_hook(
@@ -137,8 +131,6 @@ def diagnostics(
         )
         for layer in layers
     ]
-    was_training = model.training
-    model.eval()
     model.zero_grad(set_to_none=True)
     try:
         _, loss = model(x, y)
@@ -146,56 +138,43 @@ def diagnostics(
     finally:
         for hook in hooks:
             hook.remove()
-    keys = (
-        "score_std",
-        "entropy",
-        "entropy_uniform",
-        "max_weight",
-        "softmax_jacobian",
-        "qk_grad_norm",
+    return inputs
+
+
+def _layer_diagnostics(
+    layer: MultiHeadAttention, h: torch.Tensor, visible: torch.Tensor
+) -> dict[str, float]:
+    """``DIAGNOSTICS`` of one layer on its input ``h`` (``visible``: the
+    causal entries of the scores), its gradients already computed."""
+    q = layer.split_heads(layer.q_proj(h))
+    k = layer.split_heads(layer.k_proj(h))
+    scale = (
+        layer.scale
+        if layer.scale is not None
+        else 1.0 / math.sqrt(layer.d_head)
     )
-    out = {key: [] for key in keys}
-    seq = x.shape[1]
-    visible = causal_mask(seq, device=x.device)
-    with torch.no_grad():
-        for layer, h in zip(layers, inputs):
-            q = layer.split_heads(layer.q_proj(h))
-            k = layer.split_heads(layer.k_proj(h))
-            scale = (
-                layer.scale
-                if layer.scale is not None
-                else 1.0 / math.sqrt(layer.d_head)
-            )
-            scores = (
-                q @ k.transpose(-2, -1)
-            ) * scale  # [batch, heads, seq, seq]
-            # [batch, heads, seq, seq]
-            _, weights = layer(h, need_weights=True)
-            plogp = torch.where(
-                weights > 0, weights * weights.clamp_min(1e-30).log(), 0.0
-            )
-            out["score_std"].append(scores[..., visible].std().item())
-            out["entropy"].append(-plogp.sum(-1).mean().item())
-            out["entropy_uniform"].append(
-                torch.arange(1, seq + 1, dtype=torch.float64)
-                .log()
-                .mean()
-                .item()
-            )
-            out["max_weight"].append(weights.amax(-1).mean().item())
-            # ||diag(p) - p pᵀ||_F² = Σ p² - 2 Σ p³ + (Σ p²)², per query.
-            p2, p3 = weights.square().sum(-1), weights.pow(3).sum(-1)
-            out["softmax_jacobian"].append(
-                (p2 - 2 * p3 + p2.square()).clamp_min(0).sqrt().mean().item()
-            )
-            # W_q and W_k: the first two thirds of the fused projection
-            grads = [layer.in_proj.weight.grad[: 2 * layer.d_model]]
-            out["qk_grad_norm"].append(
-                math.sqrt(sum(g.float().square().sum().item() for g in grads))
-            )
-    model.zero_grad(set_to_none=True)
-    model.train(was_training)
-    return out
+    scores = (q @ k.transpose(-2, -1)) * scale  # [batch, heads, seq, seq]
+    _, weights = layer(h, need_weights=True)  # [batch, heads, seq, seq]
+    plogp = torch.where(
+        weights > 0, weights * weights.clamp_min(1e-30).log(), 0.0
+    )
+    positions = torch.arange(1, h.shape[1] + 1, dtype=torch.float64)
+    # ||diag(p) - p pᵀ||_F² = Σ p² - 2 Σ p³ + (Σ p²)², per query.
+    p2, p3 = weights.square().sum(-1), weights.pow(3).sum(-1)
+    # W_q and W_k: the first two thirds of the fused projection
+    grads = [layer.in_proj.weight.grad[: 2 * layer.d_model]]
+    return {
+        "score_std": scores[..., visible].std().item(),
+        "entropy": -plogp.sum(-1).mean().item(),
+        "entropy_uniform": positions.log().mean().item(),
+        "max_weight": weights.amax(-1).mean().item(),
+        "softmax_jacobian": (
+            (p2 - 2 * p3 + p2.square()).clamp_min(0).sqrt().mean().item()
+        ),
+        "qk_grad_norm": math.sqrt(
+            sum(g.float().square().sum().item() for g in grads)
+        ),
+    }
 
 
 def shared_settings(profile: str) -> dict:
@@ -248,9 +227,10 @@ def planned_runs(profile: str) -> list[PlannedRun]:
     vocab_size = CharDataset.shakespeare().tokenizer.vocab_size
     base = get_profile(profile).model
     return [
-        PlannedRun(
-            model_config({**base, **_overrides(settings, *job)}, vocab_size),
-            train_config(settings["train"]),
+        planned_run(
+            {**base, **_overrides(settings, *job)},
+            settings["train"],
+            vocab_size,
         )
         for job in jobs(settings)
     ]
@@ -309,13 +289,7 @@ def run_one(
     }
 
 
-def _run_job(profile, settings, progress, dataset, job) -> dict:
-    """One job, ``(d_head, scaled)``, for ``run_jobs_in_processes``: a
-    module-level function, so that it pickles."""
-    return run_one(dataset, profile, settings, *job, progress=progress)
-
-
-@cpu_threads(CPU_THREADS)
+@cpu_threads()
 def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
     """Train every (head size, scaled/un-scaled) pair under ``profile``,
     ``workers`` runs at a time; return the results."""
@@ -325,13 +299,7 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
     experiment = Experiment(
         NAME, profile, settings, ("d_head", "scaled"), jobs(settings)
     )
-    runs, resumed = run_jobs_in_processes(
-        experiment,
-        partial(_run_job, profile, settings, progress and workers == 1),
-        dataset,
-        workers,
-        CPU_THREADS,
-    )
+    runs, resumed = experiment.train(run_one, dataset, workers, progress)
     return {
         "experiment": NAME,
         "model": (
@@ -341,11 +309,7 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
         ),
         "settings": settings,
         "runs": runs,
-        "provenance": {
-            **first_provenance(runs, profile),
-            "resumed_runs": resumed,
-            "wall_time_s": time.perf_counter() - start,
-        },
+        "provenance": experiment.provenance(runs, resumed, start),
     }
 
 

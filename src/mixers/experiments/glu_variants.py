@@ -45,30 +45,17 @@ from ..train import (
     run_profile,
 )
 from . import (
+    CPU_THREADS,
     Experiment,
     cpu_threads,
-    first_provenance,
     main,
     profile_settings,
     run_jobs_in_processes,
 )
-from .plan import (
-    PLAN_TRAIN,
-    PlannedRun,
-    carried_lr,
-    model_config,
-    train_config,
-)
+from .plan import PLAN_TRAIN, PlannedRun, carried_lr, durations, planned_run
 
 NAME = "glu_variants"
-DURATIONS = {
-    "smoke": "seconds",
-    "cpu": "about 7 minutes on a two-core CPU",
-    "gpu": (
-        "a few minutes on one GPU (8 runs of 500 steps); all six at"
-        " once: python -m mixers.experiments.all --profile gpu --plan"
-    ),
-}
+DURATIONS = durations("about 7 minutes on a two-core CPU", runs=8, steps=500)
 
 # Shazeer (2020), Table 1: heldout-set log-perplexity of T5-base-sized models
 # after 65,536 pre-training steps on C4 (the "65,536 steps" column), in the
@@ -86,92 +73,41 @@ PAPER_TABLE_1 = {
 
 # Per profile: the model and the training, every field spelled out so that a
 # change of the shared profiles does not silently change this experiment; the
-# seeds; and how many runs go at once. On a CPU each run uses one intra-op
-# thread: these models are too small for two threads to help, and on shared
-# cores two OpenMP threads contending made a step several times slower.
-# ``workers=2`` runs two models side by side instead, one per core.
-# torch.compile stays off on the CPU: for models this small its compile time is
-# not won back in 600 steps.
+# seeds; and how many runs go at once (on a CPU, ``CPU_THREADS`` threads
+# each). Every profile's model is causal attention with learned positions and
+# no dropout (the paper trains without), ``d_ff=None``: 4·d_model ungated,
+# parameter-matched when gated. torch.compile stays off on the CPU: for
+# models this small its compile time is not won back in 600 steps.
+_MODEL = dict(
+    dropout=0.0, d_ff=None, token_mixer="attention", positions="learned"
+)
 SETTINGS = {
     "smoke": dict(
-        model=dict(
-            d_model=32,
-            n_layers=1,
-            n_heads=2,
-            block_size=32,
-            dropout=0.0,
-            d_ff=None,
-            token_mixer="attention",
-            positions="learned",
-        ),
-        train=dict(
-            steps=20,
-            batch_size=8,
-            seq_len=32,
-            lr=5e-3,
-            warmup_steps=5,
-            eval_interval=10,
-            eval_batches=2,
-            eval_batch_size=None,
-            compile=False,
-        ),
+        model=dict(_MODEL, d_model=32, n_layers=1, n_heads=2, block_size=32),
+        train=dict(steps=20, batch_size=8, seq_len=32, lr=5e-3,
+                   warmup_steps=5, eval_interval=10, eval_batches=2,
+                   eval_batch_size=None, compile=False),
         # of the validation split's 3,500 windows: seconds, not minutes
-        full_val_windows=64,
-        seeds=(0, 1),
-        workers=1,
+        full_val_windows=64, seeds=(0, 1), workers=1,
     ),
     "cpu": dict(
-        model=dict(
-            d_model=128,
-            n_layers=2,
-            n_heads=4,
-            block_size=64,
-            dropout=0.0,
-            d_ff=None,
-            token_mixer="attention",
-            positions="learned",
-        ),
-        train=dict(
-            steps=600,
-            batch_size=32,
-            seq_len=64,
-            lr=3e-3,
-            min_lr_ratio=0.1,
-            warmup_steps=50,
-            weight_decay=0.1,
-            betas=(0.9, 0.99),
-            grad_clip=1.0,
-            eval_interval=50,
-            eval_batches=16,
-            eval_batch_size=None,
-            compile=False,
-            cpu_amp=True,
-        ),
+        model=dict(_MODEL, d_model=128, n_layers=2, n_heads=4, block_size=64),
+        train=dict(steps=600, batch_size=32, seq_len=64, lr=3e-3,
+                   min_lr_ratio=0.1, warmup_steps=50, weight_decay=0.1,
+                   betas=(0.9, 0.99), grad_clip=1.0, eval_interval=50,
+                   eval_batches=16, eval_batch_size=None, compile=False,
+                   cpu_amp=True),
         full_val_windows=None,  # all of them
-        seeds=(0, 1, 2),
-        workers=2,
+        seeds=(0, 1, 2), workers=2,
     ),
     "gpu": dict(
-        # the paper trains without dropout
-        model=dict(
-            d_model=384,
-            n_layers=6,
-            n_heads=6,
-            block_size=256,
-            dropout=0.0,
-            d_ff=None,
-            token_mixer="attention",
-            positions="learned",
-        ),
+        model=dict(_MODEL, d_model=384, n_layers=6, n_heads=6, block_size=256),
         # the gpu plan (mixers.experiments.plan): one seed, 500 steps a run,
         # the cpu rate carried over
         train=dict(PLAN_TRAIN, steps=500, lr=carried_lr(3e-3)),
-        full_val_windows=None,
-        seeds=(0,),
-        workers=1,
+        full_val_windows=None, seeds=(0,), workers=1,
     ),
-}
-CPU_THREADS = 1
+}  # fmt: skip
 
 
 def run_one(
@@ -252,32 +188,52 @@ def summarize(runs: list[dict]) -> dict:
     deviations (n - 1). The gap is paired: within a seed all variants share
     data order and windows.
     """
-    seeds = sorted({run["seed"] for run in runs})
     variants = [
         name
         for name in VARIANTS
         if any(run["variant"] == name for run in runs)
     ]
-    per_variant = {}
-    for name in variants:
-        mine = [run for run in runs if run["variant"] == name]
-        best_mean, best_std = _mean_std([run["best_val_loss"] for run in mine])
-        full_mean, full_std = _mean_std([run["full_val_loss"] for run in mine])
-        per_variant[name] = {
-            "gated": VARIANTS[name][1],
-            "seeds": [run["seed"] for run in mine],
-            "d_ff": mine[0]["d_ff"],
-            "parameters": mine[0]["parameters"],
-            "feed_forward_parameters": mine[0]["feed_forward_parameters"],
-            "best_val_loss_mean": best_mean,
-            "best_val_loss_std": best_std,
-            "full_val_loss_mean": full_mean,
-            "full_val_loss_std": full_std,
-            "tokens_per_s_mean": statistics.fmean(
-                run["tokens_per_s"] for run in mine
-            ),
-            "paper_log_perplexity": PAPER_TABLE_1[name],
-        }
+    per_variant = {name: _summarize_variant(runs, name) for name in variants}
+    ranking = sorted(
+        variants, key=lambda name: per_variant[name]["best_val_loss_mean"]
+    )
+    return {
+        "variants": per_variant,
+        "ranking_by_best_val_loss": ranking,
+        "paper_ranking": sorted(PAPER_TABLE_1, key=PAPER_TABLE_1.get),
+        "gated_minus_ungated": _gated_minus_ungated(runs),
+    }
+
+
+def _summarize_variant(runs: list[dict], name: str) -> dict:
+    """The runs of variant ``name`` over the seeds: its sizes, the mean and
+    standard deviation of its losses and its mean throughput, beside the
+    paper's figure."""
+    mine = [run for run in runs if run["variant"] == name]
+    best_mean, best_std = _mean_std([run["best_val_loss"] for run in mine])
+    full_mean, full_std = _mean_std([run["full_val_loss"] for run in mine])
+    return {
+        "gated": VARIANTS[name][1],
+        "seeds": [run["seed"] for run in mine],
+        "d_ff": mine[0]["d_ff"],
+        "parameters": mine[0]["parameters"],
+        "feed_forward_parameters": mine[0]["feed_forward_parameters"],
+        "best_val_loss_mean": best_mean,
+        "best_val_loss_std": best_std,
+        "full_val_loss_mean": full_mean,
+        "full_val_loss_std": full_std,
+        "tokens_per_s_mean": statistics.fmean(
+            run["tokens_per_s"] for run in mine
+        ),
+        "paper_log_perplexity": PAPER_TABLE_1[name],
+    }
+
+
+def _gated_minus_ungated(runs: list[dict]) -> dict:
+    """Per loss, seed by seed: the mean loss of the gated variants minus that
+    of the ungated ones (a seed that lacks either is skipped), and the mean
+    and standard deviation of those differences."""
+    seeds = sorted({run["seed"] for run in runs})
     gaps = {}
     for metric in ("best_val_loss", "full_val_loss"):
         per_seed = []
@@ -295,15 +251,7 @@ def summarize(runs: list[dict]) -> dict:
         if per_seed:
             mean, std = _mean_std(per_seed)
             gaps[metric] = {"per_seed": per_seed, "mean": mean, "std": std}
-    ranking = sorted(
-        variants, key=lambda name: per_variant[name]["best_val_loss_mean"]
-    )
-    return {
-        "variants": per_variant,
-        "ranking_by_best_val_loss": ranking,
-        "paper_ranking": sorted(PAPER_TABLE_1, key=PAPER_TABLE_1.get),
-        "gated_minus_ungated": gaps,
-    }
+    return gaps
 
 
 def shared_settings(
@@ -343,12 +291,10 @@ def planned_runs(profile: str) -> list[PlannedRun]:
     seq_len = shared["train"]["seq_len"]
     read = len(dataset.val) if windows is None else windows * seq_len
     return [
-        PlannedRun(
-            model_config(
-                {**shared["model"], "channel_mixer": variant},
-                dataset.tokenizer.vocab_size,
-            ),
-            train_config({**shared["train"], "seed": seed}),
+        planned_run(
+            {**shared["model"], "channel_mixer": variant},
+            {**shared["train"], "seed": seed},
+            dataset.tokenizer.vocab_size,
             read,
         )
         for seed in shared["seeds"]
@@ -373,12 +319,7 @@ def run(
     """
     start = time.perf_counter()
     settings = profile_settings(profile, SETTINGS)
-    variants = list(VARIANTS) if variants is None else list(variants)
-    for name in variants:
-        if name not in VARIANTS:
-            raise ValueError(
-                f"variants must be names in {list(VARIANTS)}, got {name!r}"
-            )
+    variants = _checked_variants(variants)
     seeds = list(settings["seeds"] if seeds is None else seeds)
     on_cpu = default_device().type == "cpu"
     workers = (
@@ -404,17 +345,9 @@ def run(
             workers,
             CPU_THREADS,
         )
-    model_settings = shared["model"]
     return {
         "experiment": NAME,
-        "model": (
-            "causal attention + each feed-forward variant, learned positions;"
-            f" d_model {model_settings['d_model']},"
-            f" {model_settings['n_layers']} layers,"
-            f" {model_settings['n_heads']} heads; d_ff"
-            f" {4 * model_settings['d_model']} ungated, parameter-matched when"
-            " gated; no biases in the feed-forwards"
-        ),
+        "model": _model_description(shared["model"]),
         "seed_policy": (
             "TrainConfig.seed drives the initial weights, the order of the"
             " training batches and the validation windows: the same for every"
@@ -428,14 +361,33 @@ def run(
         "paper_table_1": PAPER_TABLE_1,
         "runs": runs,
         "summary": summarize([run for run in runs if not run["diverged"]]),
-        "provenance": {
-            **first_provenance(runs, profile),
-            "seeds": seeds,
-            "workers": workers,
-            "resumed_runs": resumed,
-            "wall_time_s": time.perf_counter() - start,
-        },
+        "provenance": experiment.provenance(
+            runs, resumed, start, seeds=seeds, workers=workers
+        ),
     }
+
+
+def _checked_variants(variants: list[str] | None) -> list[str]:
+    """``variants`` as a list, every name one of ``VARIANTS``; all eight for
+    None."""
+    variants = list(VARIANTS) if variants is None else list(variants)
+    for name in variants:
+        if name not in VARIANTS:
+            raise ValueError(
+                f"variants must be names in {list(VARIANTS)}, got {name!r}"
+            )
+    return variants
+
+
+def _model_description(model: dict) -> str:
+    """The results' one-line description of the models, from the shared
+    ModelConfig fields ``model``."""
+    return (
+        "causal attention + each feed-forward variant, learned positions;"
+        f" d_model {model['d_model']}, {model['n_layers']} layers,"
+        f" {model['n_heads']} heads; d_ff {4 * model['d_model']} ungated,"
+        " parameter-matched when gated; no biases in the feed-forwards"
+    )
 
 
 # -----------------------------------------------------------------------------

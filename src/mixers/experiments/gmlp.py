@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, replace
-from functools import partial
 
 import torch
 
@@ -63,36 +62,13 @@ from ..train import (
     run_profile,
     sample,
 )
-from . import (
-    Experiment,
-    cpu_threads,
-    experiment_settings,
-    first_provenance,
-    main,
-    run_jobs_in_processes,
-)
-from .plan import (
-    PLAN_TRAIN,
-    PlannedRun,
-    carried_lr,
-    model_config,
-    train_config,
-)
+from . import Experiment, cpu_threads, experiment_settings, main
+from .plan import PLAN_TRAIN, PlannedRun, carried_lr, durations, planned_run
 
 NAME = "gmlp"
-DURATIONS = {
-    "smoke": "seconds",
-    "cpu": "about 50 minutes on a two-core CPU with --workers 2",
-    "gpu": (
-        "a few minutes on one GPU (3 runs of 700 steps); all six at"
-        " once: python -m mixers.experiments.all --profile gpu --plan"
-    ),
-}
-
-# Small models on a shared CPU: one intra-op thread is about as fast as two and
-# far more predictable (see experiments/attention_scaling.py). The provenance
-# records the thread count.
-CPU_THREADS = 1
+DURATIONS = durations(
+    "about 50 minutes on a two-core CPU with --workers 2", runs=3, steps=700
+)
 
 
 # The three arms: fields of ModelConfig over the profile's. The gMLP arms take
@@ -118,43 +94,24 @@ TINY_ATTENTION = {"gmlp": False, "amlp": True}
 SETTINGS = {
     "smoke": dict(
         model=dict(d_model=64, n_layers=2, n_heads=4, block_size=32),
-        train=dict(
-            steps=60,
-            batch_size=16,
-            seq_len=32,
-            lr=3e-3,
-            warmup_steps=10,
-            eval_interval=20,
-            eval_batches=4,
-        ),
-        snapshot_steps=(0, 20),
-        full_val_windows=64,
-        sample_tokens=100,
+        train=dict(steps=60, batch_size=16, seq_len=32, lr=3e-3,
+                   warmup_steps=10, eval_interval=20, eval_batches=4),
+        snapshot_steps=(0, 20), full_val_windows=64, sample_tokens=100,
         lrs=(3e-3, 6e-3),
     ),
     "cpu": dict(
         model=dict(d_model=128, n_layers=4, n_heads=4, block_size=64),
-        train=dict(
-            steps=1200,
-            batch_size=32,
-            seq_len=64,
-            lr=2e-3,
-            warmup_steps=100,
-            eval_interval=100,
-            eval_batches=10,
-        ),
-        snapshot_steps=(0, 100, 300, 600),
-        full_val_windows=None,
-        sample_tokens=300,
-        lrs=(1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2),
+        train=dict(steps=1200, batch_size=32, seq_len=64, lr=2e-3,
+                   warmup_steps=100, eval_interval=100, eval_batches=10),
+        snapshot_steps=(0, 100, 300, 600), full_val_windows=None,
+        sample_tokens=300, lrs=(1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2),
     ),
     # The gpu plan (mixers.experiments.plan): no sweep, each arm at its
     # best cpu rate carried over; 700 steps a run.
     "gpu": dict(
         model=dict(d_model=384, n_layers=6, n_heads=6, block_size=256),
         train=dict(PLAN_TRAIN, steps=700),
-        snapshot_steps=(0, 100, 300),
-        full_val_windows=None,
+        snapshot_steps=(0, 100, 300), full_val_windows=None,
         sample_tokens=300,
         lrs={
             "transformer": (carried_lr(4e-3),),
@@ -162,7 +119,7 @@ SETTINGS = {
             "amlp": (carried_lr(8e-3),),
         },
     ),
-}
+}  # fmt: skip
 
 
 def matched_d_ffn(
@@ -329,9 +286,10 @@ def planned_runs(profile: str) -> list[PlannedRun]:
         else windows * settings["train"]["seq_len"]
     )
     return [
-        PlannedRun(
-            model_config({**base, **settings["arms"][label]}, vocab_size),
-            train_config({**settings["train"], "lr": lr}),
+        planned_run(
+            {**base, **settings["arms"][label]},
+            {**settings["train"], "lr": lr},
+            vocab_size,
             read + settings["sample_tokens"],
         )
         for label, lr in jobs(settings)
@@ -423,12 +381,6 @@ def run_one(
     return entry
 
 
-def _run_job(profile, settings, progress, dataset, job) -> dict:
-    """One job, ``(label, lr)``, for ``run_jobs_in_processes``: a
-    module-level function, so that it pickles."""
-    return run_one(dataset, profile, settings, *job, progress=progress)
-
-
 def best_rates(records: list[dict], settings: dict) -> tuple[dict, dict]:
     """From every run of the sweep: ``(runs, sweep)``. ``runs[label]`` is the
     arm's run at the rate with its lowest ``best_val_loss`` (a diverged run
@@ -459,7 +411,7 @@ def best_rates(records: list[dict], settings: dict) -> tuple[dict, dict]:
     return runs, sweep
 
 
-@cpu_threads(CPU_THREADS)
+@cpu_threads()
 def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
     """Train the three arms at every rate of ``profile``'s sweep, ``workers``
     runs at a time (one thread each); return each arm at its best rate, the
@@ -468,19 +420,9 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
     dataset = CharDataset.shakespeare()
     settings = shared_settings(profile, dataset.tokenizer.vocab_size)
     experiment = Experiment(
-        NAME,
-        profile,
-        settings,
-        ("label", "lr"),
-        jobs(settings),
+        NAME, profile, settings, ("label", "lr"), jobs(settings)
     )
-    records, resumed = run_jobs_in_processes(
-        experiment,
-        partial(_run_job, profile, settings, progress and workers == 1),
-        dataset,
-        workers,
-        CPU_THREADS,
-    )
+    records, resumed = experiment.train(run_one, dataset, workers, progress)
     runs, sweep = best_rates(records, settings)
     model = settings["model"]
     return {
@@ -494,11 +436,7 @@ def run(profile: str, progress: bool = True, workers: int = 1) -> dict:
         "settings": settings,
         "runs": runs,
         "sweep": sweep,
-        "provenance": {
-            **first_provenance(records, profile),
-            "resumed_runs": resumed,
-            "wall_time_s": time.perf_counter() - start,
-        },
+        "provenance": experiment.provenance(records, resumed, start),
     }
 
 

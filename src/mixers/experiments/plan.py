@@ -202,14 +202,25 @@ def carried_lr(cpu_lr: float) -> float:
 #: short runs of the gpu model, eager (eight processes at once were measured
 #: eagerly; each would compile its own model for about 14 s), with the
 #: evaluation cut to keep it under a tenth of the run.
-PLAN_TRAIN = dict(
-    batch_size=64,
-    seq_len=256,
-    warmup_steps=50,
-    eval_interval=100,
-    eval_batches=20,
-    compile=False,
-)
+PLAN_TRAIN = dict(batch_size=64, seq_len=256, warmup_steps=50,
+                  eval_interval=100, eval_batches=20,
+                  compile=False)  # fmt: skip
+
+
+def durations(cpu: str, runs: int, steps: int) -> dict[str, str]:
+    """How long an experiment takes per profile, for its ``--help``: seconds
+    for ``smoke``; ``cpu`` as measured; for ``gpu``, ``runs`` runs of
+    ``steps`` steps, a few minutes on one GPU, and the six experiments go at
+    once through ``mixers.experiments.all``, whose ``--plan`` says how
+    long."""
+    return {
+        "smoke": "seconds",
+        "cpu": cpu,
+        "gpu": (
+            f"a few minutes on one GPU ({runs} runs of {steps} steps); all six"
+            " at once: python -m mixers.experiments.all --profile gpu --plan"
+        ),
+    }
 
 
 # -----------------------------------------------------------------------------
@@ -319,6 +330,17 @@ def model_config(fields: dict, vocab_size: int) -> ModelConfig:
     return ModelConfig(**{**fields, "vocab_size": vocab_size})
 
 
+def planned_run(
+    model: dict, train: dict, vocab_size: int, forward_tokens: int = 0
+) -> PlannedRun:
+    """The ``PlannedRun`` of an experiment's run from its settings: the
+    ModelConfig fields ``model`` (on the corpus's vocabulary), the
+    TrainConfig fields ``train``, and the tokens it reads forward only."""
+    return PlannedRun(
+        model_config(model, vocab_size), train_config(train), forward_tokens
+    )
+
+
 __all__ = [
     "COMPILE_S",
     "COMPILED_ALONE",
@@ -329,10 +351,12 @@ __all__ = [
     "PlannedRun",
     "Prediction",
     "describe",
+    "durations",
     "live_fraction",
     "live_profile",
     "live_run",
     "model_config",
+    "planned_run",
     "planned_runs",
     "predict",
     "train_config",

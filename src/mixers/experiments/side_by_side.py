@@ -82,7 +82,6 @@ import math
 import statistics
 import time
 from dataclasses import asdict, replace
-from functools import partial
 
 import torch
 
@@ -100,38 +99,21 @@ from ..train import (
     run_profile,
 )
 from . import (
+    CPU_THREADS,
     Experiment,
     cpu_threads,
     evaluate_lengths,
     experiment_settings,
     main,
-    run_jobs_in_processes,
 )
-from .plan import (
-    PLAN_TRAIN,
-    PlannedRun,
-    carried_lr,
-    model_config,
-    train_config,
-)
+from .plan import PLAN_TRAIN, PlannedRun, carried_lr, durations, planned_run
 
 NAME = "side_by_side"
-DURATIONS = {
-    "smoke": "seconds",
-    "cpu": (
-        "about two hours on a two-core CPU (123 runs of 600 steps, two at a"
-        " time)"
-    ),
-    "gpu": (
-        "a few minutes on one GPU (8 runs of 500 steps); all six at"
-        " once: python -m mixers.experiments.all --profile gpu --plan"
-    ),
-}
-
-# One intra-op thread per run, as in the other experiments: for models this
-# small a second thread hardly helps on quiet cores and slows everything down
-# on shared ones.
-CPU_THREADS = 1
+DURATIONS = durations(
+    "about two hours on a two-core CPU (123 runs of 600 steps, two at a time)",
+    runs=8,
+    steps=500,
+)
 
 #: The pairs trained by default, as "TOKEN_MIXER+CHANNEL_MIXER" (a block that
 #: mixes channels itself is named by its token mixer alone).
@@ -159,35 +141,25 @@ PARAMETER_TOLERANCE = 0.02
 # validation tokens each evaluation length reads (the same tokens at every
 # length; None: the whole split, cut to whole windows of the longest
 # length). What every profile's training shares (the schedule's floor,
-# AdamW's decay and betas, clipping).
+# AdamW's decay and betas, clipping, mixed precision where the device has
+# it).
 _TRAIN = dict(
     min_lr_ratio=0.1,
     weight_decay=0.1,
     betas=(0.9, 0.99),
     grad_clip=1.0,
     eval_batch_size=None,
+    amp=True,
 )
 
 SETTINGS = {
     "smoke": dict(
-        model=dict(
-            d_model=32, n_layers=1, n_heads=2, block_size=16, dropout=0.0
-        ),
-        train=dict(
-            _TRAIN,
-            steps=12,
-            batch_size=8,
-            seq_len=16,
-            warmup_steps=3,
-            eval_interval=6,
-            eval_batches=2,
-            compile=False,
-            amp=True,
-            cpu_amp=False,
-        ),
-        lrs=(3e-3, 6e-3, 1.2e-2),
-        seeds=(0, 1),
-        factors=(1, 2, 4),
+        model=dict(d_model=32, n_layers=1, n_heads=2, block_size=16,
+                   dropout=0.0),
+        train=dict(_TRAIN, steps=12, batch_size=8, seq_len=16, warmup_steps=3,
+                   eval_interval=6, eval_batches=2, compile=False,
+                   cpu_amp=False),
+        lrs=(3e-3, 6e-3, 1.2e-2), seeds=(0, 1), factors=(1, 2, 4),
         eval_tokens=512,
     ),
     # Sized for a two-core AMD EPYC, which has no native bf16 (so float32:
@@ -195,30 +167,18 @@ SETTINGS = {
     # core, took 15,321 s of run time in all, about 2 minutes each, on a
     # machine that was running other work too: about two hours.
     "cpu": dict(
-        model=dict(
-            d_model=128, n_layers=2, n_heads=4, block_size=64, dropout=0.0
-        ),
-        train=dict(
-            _TRAIN,
-            steps=600,
-            batch_size=32,
-            seq_len=64,
-            warmup_steps=50,
-            eval_interval=50,
-            eval_batches=8,
-            compile=False,
-            amp=True,
-            cpu_amp=True,
-        ),
+        model=dict(d_model=128, n_layers=2, n_heads=4, block_size=64,
+                   dropout=0.0),
+        train=dict(_TRAIN, steps=600, batch_size=32, seq_len=64,
+                   warmup_steps=50, eval_interval=50, eval_batches=8,
+                   compile=False, cpu_amp=True),
         # Three seeds, and a sweep wide enough that every pair's best rate can
         # lie inside it (with three rates, half the pairs' lay at its edge).
         lrs=(1.5e-3, 3e-3, 6e-3, 1.2e-2, 2.4e-2),
         # gMLP's best rate was the sweep's largest: the sweep goes on for it
         # (and only it) until its best lies inside.
         extra_lrs={"gmlp": (4.8e-2,)},
-        seeds=(0, 1, 2),
-        factors=(1, 2, 4),
-        eval_tokens=None,
+        seeds=(0, 1, 2), factors=(1, 2, 4), eval_tokens=None,
         # two runs at once, one per core (mixers.experiments
         # .run_jobs_in_processes): each still trains on one thread
         workers=2,
@@ -226,16 +186,9 @@ SETTINGS = {
     # The gpu plan (mixers.experiments.plan): one seed, no sweep, each pair
     # at its best cpu rate carried over; 500 steps a run.
     "gpu": dict(
-        model=dict(
-            d_model=384, n_layers=6, n_heads=6, block_size=256, dropout=0.1
-        ),
-        train=dict(
-            _TRAIN,
-            **PLAN_TRAIN,
-            steps=500,
-            amp=True,
-            cpu_amp=False,
-        ),
+        model=dict(d_model=384, n_layers=6, n_heads=6, block_size=256,
+                   dropout=0.1),
+        train=dict(_TRAIN, **PLAN_TRAIN, steps=500, cpu_amp=False),
         lrs={
             pair: (carried_lr(lr),)
             for pair, lr in {
@@ -249,11 +202,9 @@ SETTINGS = {
                 "amlp": 6e-3,
             }.items()
         },
-        seeds=(0,),
-        factors=(1, 2, 4),
-        eval_tokens=None,
+        seeds=(0,), factors=(1, 2, 4), eval_tokens=None,
     ),
-}
+}  # fmt: skip
 
 
 # -----------------------------------------------------------------------------
@@ -465,21 +416,7 @@ def experiment_plan(
     """
     base, settings, model = experiment_settings(profile, SETTINGS)
     pairs = _check_list("pairs", PAIRS if pairs is None else pairs, parse_pair)
-    lrs = settings["lrs"] if lrs is None else lrs
-    # one sweep for every pair, or each pair's own rates
-    lrs = (
-        {
-            pair: [float(lr) for lr in _check_list("lrs", rates, _check_lr)]
-            for pair, rates in lrs.items()
-            if pair in pairs
-        }
-        if isinstance(lrs, dict)
-        else [float(lr) for lr in _check_list("lrs", lrs, _check_lr)]
-    )
-    if isinstance(lrs, dict) and set(lrs) != set(pairs):
-        raise ValueError(
-            f"lrs must give rates for every pair {pairs}, got {sorted(lrs)}"
-        )
+    lrs = _checked_lrs(settings["lrs"] if lrs is None else lrs, pairs)
     seeds = _check_list(
         "seeds", settings["seeds"] if seeds is None else seeds, _check_seed
     )
@@ -492,16 +429,9 @@ def experiment_plan(
             " of the training length"
         )
     eval_lengths = [f * model["block_size"] for f in settings["factors"]]
-    eval_tokens = settings["eval_tokens"]
-    # None: the whole split, in whole windows of every length
-    if eval_tokens is None:
-        if val_tokens is None:
-            raise ValueError(
-                f"profile {profile!r} evaluates on the whole validation split:"
-                " pass val_tokens, its length in tokens"
-            )
-        check_positive_int("val_tokens", val_tokens)
-        eval_tokens = val_tokens // max(eval_lengths) * max(eval_lengths)
+    eval_tokens = _eval_tokens(
+        profile, settings["eval_tokens"], max(eval_lengths), val_tokens
+    )
     device = default_device()
     plan = {
         "model": model,
@@ -525,6 +455,40 @@ def experiment_plan(
     }
     # as it reads back from a file: tuples are lists
     return json.loads(to_json(plan))
+
+
+def _checked_lrs(lrs, pairs: list[str]):
+    """The sweep's learning rates, checked, as floats: one list for every
+    pair, or (a dict) each pair's own rates, for every pair of ``pairs``."""
+    if not isinstance(lrs, dict):
+        return [float(lr) for lr in _check_list("lrs", lrs, _check_lr)]
+    own = {
+        pair: [float(lr) for lr in _check_list("lrs", rates, _check_lr)]
+        for pair, rates in lrs.items()
+        if pair in pairs
+    }
+    if set(own) != set(pairs):
+        raise ValueError(
+            f"lrs must give rates for every pair {pairs}, got {sorted(own)}"
+        )
+    return own
+
+
+def _eval_tokens(
+    profile: str, eval_tokens: int | None, longest: int, val_tokens
+) -> int:
+    """The validation tokens every evaluation length reads: the profile's
+    ``eval_tokens``, or for None the whole split (``val_tokens`` long), cut
+    to whole windows of the ``longest`` length."""
+    if eval_tokens is not None:
+        return eval_tokens
+    if val_tokens is None:
+        raise ValueError(
+            f"profile {profile!r} evaluates on the whole validation split:"
+            " pass val_tokens, its length in tokens"
+        )
+    check_positive_int("val_tokens", val_tokens)
+    return val_tokens // longest * longest
 
 
 def pair_lrs(plan: dict, pair: str) -> list[float]:
@@ -601,6 +565,18 @@ def train_step_peak_memory(
         model.eval()
 
 
+def _model_overrides(plan: dict, pair: str) -> dict:
+    """The model fields of a run of ``pair``: the plan's model, the pair's
+    mixers and its matched ``d_ff``."""
+    info = plan["pairs"][pair]
+    return {
+        **plan["model"],
+        "token_mixer": info["token_mixer"],
+        "channel_mixer": info["channel_mixer"],
+        "d_ff": info["d_ff"],
+    }
+
+
 def run_one(
     dataset: CharDataset,
     profile: str,
@@ -618,12 +594,6 @@ def run_one(
     result of the sweep, not a crash.
     """
     info = plan["pairs"][pair]
-    model_overrides = {
-        **plan["model"],
-        "token_mixer": info["token_mixer"],
-        "channel_mixer": info["channel_mixer"],
-        "d_ff": info["d_ff"],
-    }
     train_overrides = {
         **plan["train"],
         "betas": tuple(plan["train"]["betas"]),
@@ -633,7 +603,7 @@ def run_one(
     model, result = run_profile(
         dataset,
         PROFILES[profile],
-        model_overrides=model_overrides,
+        model_overrides=_model_overrides(plan, pair),
         train_overrides=train_overrides,
         progress=progress,
         description=f"{NAME} {pair} lr {lr:g} seed {seed}",
@@ -674,36 +644,15 @@ def planned_runs(profile: str) -> list[PlannedRun]:
     vocab_size = dataset.tokenizer.vocab_size
     plan = experiment_plan(profile, vocab_size, val_tokens=len(dataset.val))
     base = get_profile(profile).model
-    runs = []
-    for pair, lr, seed in jobs(plan):
-        info = plan["pairs"][pair]
-        model = {
-            **base,
-            **plan["model"],
-            **{
-                key: info[key]
-                for key in ("token_mixer", "channel_mixer", "d_ff")
-            },
-        }
-        train = {**plan["train"], "lr": lr, "seed": seed}
-        runs.append(
-            PlannedRun(
-                model_config(model, vocab_size),
-                train_config(train),
-                len(plan["eval_lengths"]) * plan["eval_tokens"],
-            )
+    return [
+        planned_run(
+            {**base, **_model_overrides(plan, pair)},
+            {**plan["train"], "lr": lr, "seed": seed},
+            vocab_size,
+            len(plan["eval_lengths"]) * plan["eval_tokens"],
         )
-    return runs
-
-
-def _run_job(
-    profile: str,
-    plan: dict,
-    progress: bool,
-    dataset: CharDataset,
-    job: tuple[str, float, int],
-) -> dict:
-    return run_one(dataset, profile, plan, *job, progress=progress)
+        for pair, lr, seed in jobs(plan)
+    ]
 
 
 # -----------------------------------------------------------------------------
@@ -726,18 +675,7 @@ def _summarize_pair(mine: list[dict], plan: dict) -> dict:
     """One pair's runs: every learning rate's mean loss, and its results at the
     best of them."""
     lrs = pair_lrs(plan, mine[0]["pair"])
-    by_lr = {}
-    for lr in lrs:
-        at_lr = [run for run in mine if run["lr"] == lr]
-        finished = [
-            run["best_val_loss"] for run in at_lr if not run["diverged"]
-        ]
-        by_lr[repr(lr)] = {
-            "lr": lr,
-            "runs": len(at_lr),
-            "diverged": sum(run["diverged"] for run in at_lr),
-            "best_val_loss": _spread(finished) if finished else None,
-        }
+    by_lr = {repr(lr): _at_lr(mine, lr) for lr in lrs}
     # A learning rate counts only if every seed run at it finished: one
     # divergence disqualifies it.
     eligible = [
@@ -750,20 +688,6 @@ def _summarize_pair(mine: list[dict], plan: dict) -> dict:
         return out
     best = min(eligible, key=lambda row: row["best_val_loss"]["mean"])
     at_best = [run for run in mine if run["lr"] == best["lr"]]
-    finished = [run for run in mine if not run["diverged"]]
-    loss_at = {}
-    for i, factor in enumerate(plan["eval_factors"]):
-        losses = [run["eval_lengths"][i]["loss"] for run in at_best]
-        loss_at[str(factor)] = (
-            _spread(losses)
-            if all(loss is not None for loss in losses)
-            else None
-        )
-    memory = [
-        run["peak_memory_bytes"]
-        for run in finished
-        if run["peak_memory_bytes"] is not None
-    ]
     return {
         **out,
         "best_lr": best["lr"],
@@ -778,10 +702,49 @@ def _summarize_pair(mine: list[dict], plan: dict) -> dict:
         },
         "still_improving": sum(run["still_improving"] for run in at_best),
         # None where the model cannot read that length
-        "loss_at_factor": (loss_at),
-        # The work of a step does not depend on the learning rate or the seed:
-        # every finished run of the pair measures the same thing, and the
-        # median resists a busy moment of the machine.
+        "loss_at_factor": _loss_at_factors(at_best, plan),
+        **_speed_and_memory([run for run in mine if not run["diverged"]]),
+    }
+
+
+def _at_lr(mine: list[dict], lr: float) -> dict:
+    """A pair's runs at one learning rate: how many, how many diverged, and
+    the spread of the best validation loss of those that finished."""
+    at_lr = [run for run in mine if run["lr"] == lr]
+    finished = [run["best_val_loss"] for run in at_lr if not run["diverged"]]
+    return {
+        "lr": lr,
+        "runs": len(at_lr),
+        "diverged": sum(run["diverged"] for run in at_lr),
+        "best_val_loss": _spread(finished) if finished else None,
+    }
+
+
+def _loss_at_factors(at_best: list[dict], plan: dict) -> dict:
+    """Per evaluation length (a multiple of the training length): the spread
+    of the loss over the seeds, or None where a model could not read it."""
+    loss_at = {}
+    for i, factor in enumerate(plan["eval_factors"]):
+        losses = [run["eval_lengths"][i]["loss"] for run in at_best]
+        loss_at[str(factor)] = (
+            _spread(losses)
+            if all(loss is not None for loss in losses)
+            else None
+        )
+    return loss_at
+
+
+def _speed_and_memory(finished: list[dict]) -> dict:
+    """Throughput and memory over every finished run of a pair. The work of a
+    step does not depend on the learning rate or the seed: every run
+    measures the same thing, and the median resists a busy moment of the
+    machine."""
+    memory = [
+        run["peak_memory_bytes"]
+        for run in finished
+        if run["peak_memory_bytes"] is not None
+    ]
+    return {
         "tokens_per_s_median": statistics.median(
             run["tokens_per_s"] for run in finished
         ),
@@ -827,7 +790,7 @@ def summarize(runs: list[dict], plan: dict) -> dict:
 # The experiment.
 
 
-@cpu_threads(CPU_THREADS)
+@cpu_threads()
 def run(
     profile: str, progress: bool = True, pairs=None, lrs=None, seeds=None
 ) -> dict:
@@ -849,71 +812,85 @@ def run(
         seeds,
         val_tokens=len(dataset.val),
     )
-    device = default_device()
     # The rates added for single pairs are jobs, not settings: a sweep that
     # grows resumes from the runs it has.
     shared = {key: value for key, value in plan.items() if key != "extra_lrs"}
     experiment = Experiment(
         NAME, profile, shared, ("pair", "lr", "seed"), jobs(plan)
     )
-    runs, resumed = run_jobs_in_processes(
-        experiment,
-        partial(_run_job, profile, plan, progress and plan["workers"] == 1),
-        dataset,
-        plan["workers"],
-        CPU_THREADS,
+    runs, resumed = experiment.train(
+        run_one, dataset, plan["workers"], progress
     )
-    finished = [run for run in runs if not run["diverged"]]
-    model = plan["model"]
     return {
         "experiment": NAME,
-        "model": (
-            f"{model['n_layers']} layers, d_model {model['d_model']},"
-            f" {model['n_heads']} heads, trained at length"
-            f" {model['block_size']}; pairs {', '.join(plan['pairs'])}; hidden"
-            f" sizes matched to {plan['target_parameters']:,} parameters"
-            f" (±{PARAMETER_TOLERANCE:.0%})"
-        ),
-        "seed_policy": (
-            "TrainConfig.seed drives the initial weights, the order of the"
-            " training batches and the validation windows: the same for every"
-            " pair and learning rate at a given seed"
-        ),
-        "lr_policy": (
-            "every pair trains at every learning rate of the sweep with the"
-            " same warm-up and cosine schedule; its summary is at the learning"
-            " rate with the lowest mean best validation loss over the seeds,"
-            " among those where no seed diverged"
-        ),
-        "memory_policy": (
-            "peak_memory_bytes: tensor memory allocated by one forward and"
-            " backward pass at the training batch shape, above the weights and"
-            " optimizer state (mixers.bench.peak_memory: torch.profiler's"
-            " allocation events on a CPU, max_memory_allocated on a GPU)"
-        ),
+        "model": _model_description(plan),
+        **POLICIES,
         "settings": plan,
         "runs": runs,
         "summary": summarize(runs, plan),
-        "provenance": {
-            **provenance(profile, device, plan["seeds"]),
-            "train_precision": precision_name(
-                autocast_dtype(
-                    device, plan["train"]["amp"], plan["train"]["cpu_amp"]
-                )
-            ),
-            "threads": torch.get_num_threads(),
-            "resumed_runs": resumed,
-            # This invocation's time; with a resume, the runs' own times add up
-            # the whole experiment.
-            "wall_time_s": time.perf_counter() - start,
-            "runs_wall_time_s": sum(run["wall_time_s"] for run in finished),
-            "run_git_commits": sorted(
-                {
-                    run["result"]["provenance"]["git_commit"] or "unknown"
-                    for run in finished
-                }
-            ),
-        },
+        "provenance": _provenance(runs, plan, profile, resumed, start),
+    }
+
+
+#: How the runs are made comparable, as the results state it.
+POLICIES = {
+    "seed_policy": (
+        "TrainConfig.seed drives the initial weights, the order of the"
+        " training batches and the validation windows: the same for every"
+        " pair and learning rate at a given seed"
+    ),
+    "lr_policy": (
+        "every pair trains at every learning rate of the sweep with the"
+        " same warm-up and cosine schedule; its summary is at the learning"
+        " rate with the lowest mean best validation loss over the seeds,"
+        " among those where no seed diverged"
+    ),
+    "memory_policy": (
+        "peak_memory_bytes: tensor memory allocated by one forward and"
+        " backward pass at the training batch shape, above the weights and"
+        " optimizer state (mixers.bench.peak_memory: torch.profiler's"
+        " allocation events on a CPU, max_memory_allocated on a GPU)"
+    ),
+}
+
+
+def _model_description(plan: dict) -> str:
+    """The results' one-line description of the models of ``plan``."""
+    model = plan["model"]
+    return (
+        f"{model['n_layers']} layers, d_model {model['d_model']},"
+        f" {model['n_heads']} heads, trained at length"
+        f" {model['block_size']}; pairs {', '.join(plan['pairs'])}; hidden"
+        f" sizes matched to {plan['target_parameters']:,} parameters"
+        f" (±{PARAMETER_TOLERANCE:.0%})"
+    )
+
+
+def _provenance(
+    runs: list[dict], plan: dict, profile: str, resumed: int, start: float
+) -> dict:
+    """This machine's provenance, the training precision and threads, and
+    the times: this call's since ``start`` and, with a resume, the runs' own,
+    which add up to the whole experiment's; and every commit that ran."""
+    device = default_device()
+    finished = [run for run in runs if not run["diverged"]]
+    return {
+        **provenance(profile, device, plan["seeds"]),
+        "train_precision": precision_name(
+            autocast_dtype(
+                device, plan["train"]["amp"], plan["train"]["cpu_amp"]
+            )
+        ),
+        "threads": torch.get_num_threads(),
+        "resumed_runs": resumed,
+        "wall_time_s": time.perf_counter() - start,
+        "runs_wall_time_s": sum(run["wall_time_s"] for run in finished),
+        "run_git_commits": sorted(
+            {
+                run["result"]["provenance"]["git_commit"] or "unknown"
+                for run in finished
+            }
+        ),
     }
 
 
