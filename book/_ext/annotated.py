@@ -997,6 +997,16 @@ def _api_links(app, doctree, docname):
         signature += link
 
 
+def _contents_script(app, pagename, templatename, context, doctree):
+    """An annotated page closes its contents drawer when an entry is
+    tapped (``book/_static/annotated-contents.js``)."""
+    if doctree is not None and any(
+        "annotated-source" in node["classes"]
+        for node in doctree.findall(nodes.container)
+    ):
+        app.add_js_file("annotated-contents.js")
+
+
 def setup(app):
     app.add_directive("annotated-source", AnnotatedSource)
     app.connect("doctree-resolved", _api_links)
@@ -1005,4 +1015,5 @@ def setup(app):
     app.connect("doctree-read", _chapter_sources)
     # After the section numbers are assigned.
     app.connect("env-get-updated", _unnumbered, priority=900)
+    app.connect("html-page-context", _contents_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
