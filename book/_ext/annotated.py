@@ -20,6 +20,20 @@ Anchors: every code line has the id ``L<n>`` (its line in the file) and every
 function, class and method its dotted name
 (``AlibiMultiHeadAttention.forward``), so that the chapters' listings
 (``book/_ext/listings.py``) and the API reference link to the very section.
+
+A JavaScript file (``views.js``) is read with the same conventions: a run of
+``//`` lines or a ``/* */`` comment alone on its lines is a note, a
+``// ----`` rule and the comment line after it open a part, and a function's
+header sits beside the note just above it.
+
+Moving around: each part is a section of the page, and the page's contents
+(the theme's "On this page", behind its contents button at every width on
+these pages) list the parts, their classes and functions, and a class's
+methods. A name of the package in a note, as ``code`` or a role (``:func:``,
+``:class:``), links to its definition on its page (:class:`Package`); under
+the title, the chapters that use the module (computed from the notebooks'
+imports and listings, :func:`modules_used`) and its API reference; and each
+chapter's contents end with the pages of the modules it uses.
 """
 
 from __future__ import annotations
@@ -586,6 +600,9 @@ def modules_used(notebook_path, modules):
 # Rendering
 
 
+_WHITESPACE = re.compile(r'<span class="w">(\s*)</span>')
+
+
 def _code_html(code, lexer):
     """The code lines as highlighted HTML, each after an anchor ``L<n>``.
 
@@ -609,6 +626,9 @@ def _code_html(code, lexer):
         text = "\n".join(t for _, t in run) + "\n"
         rendered = highlight(text, lexer, formatter).split("\n")
         for (number, _), line in zip(run, rendered):
+            # Whitespace needs no span (a JavaScript page is a fifth
+            # lighter without them).
+            line = _WHITESPACE.sub(r"\1", line)
             out.append(
                 f'<span class="annotated-line" id="L{number}"></span>{line}'
             )
@@ -635,6 +655,9 @@ def _parses_cleanly(text):
     )
 
 
+# The entry of a chapter's contents that lists the modules it uses.
+SOURCES_ENTRY = "The package's code it uses"
+
 # The roles of Sphinx's Python domain whose target a note may name.
 _NAME_ROLES = {"class", "func", "meth", "mod", "obj", "attr", "data", "exc"}
 
@@ -660,16 +683,6 @@ def _chapters(env):
         if path.suffix == ".ipynb":
             chapters[docname] = modules_used(path, package.pages)
     return chapters
-
-
-def _page_link(env, page, text, classes=()):
-    """A reference to docname ``page`` (from the page being read), showing
-    ``text`` as code."""
-    uri = env.app.builder.get_relative_uri(env.docname, page)
-    link = nodes.reference("", "", refuri=uri, internal=True)
-    link["classes"] += list(classes)
-    link += nodes.literal(text, text)
-    return link
 
 
 def _chapter_ref(docname):
@@ -864,15 +877,17 @@ def _rows(node):
             yield from _rows(child)
 
 
-def _entry(docname, name):
-    """An entry of the page's contents, the name as code."""
+def _entry(docname, name, uri=None, code=True):
+    """An entry of the page's contents: the name (as code), linked to its
+    anchor, or to ``uri`` (another page)."""
     reference = nodes.reference(
         "",
         "",
-        nodes.literal(name, name),
+        nodes.literal(name, name) if code else nodes.Text(name),
         internal=True,
         refuri=docname,
-        anchorname="#" + name,
+        # The theme links a contents entry to its "anchor".
+        anchorname=uri or "#" + name,
         annotated_entry=True,
     )
     return nodes.list_item(
@@ -948,27 +963,29 @@ def _unnumbered(app, env):
 
 
 def _chapter_sources(app, doctree):
-    """A chapter (a notebook) ends with links to the annotated source of
-    the modules it uses."""
+    """A chapter's contents ("On this page", beside it on a desktop and
+    behind its contents button on a phone) end with links to the annotated
+    source of the modules it uses; in the contents, they make the chapter
+    no longer."""
     env = app.env
-    path = Path(env.doc2path(env.docname))
-    if path.suffix != ".ipynb":
+    docname = env.docname
+    if Path(env.doc2path(docname)).suffix != ".ipynb":
         return
     package = _package(env)
-    modules = modules_used(path, package.pages)
-    sections = list(doctree.findall(nodes.section))
-    if not modules or not sections:
+    modules = modules_used(Path(env.doc2path(docname)), package.pages)
+    toc = env.tocs.get(docname)
+    if not modules or toc is None or not len(toc):
         return
-    last = sections[0]
-    while any(isinstance(c, nodes.section) for c in last.children):
-        last = [c for c in last.children if isinstance(c, nodes.section)][-1]
-    line = nodes.paragraph(classes=["chapter-sources"])
-    line += nodes.strong("", "The package's code this chapter uses: ")
-    for index, module in enumerate(modules):
-        line += nodes.Text(" · " if index else "")
-        line += _page_link(env, package.pages[module], module)
-    line += nodes.Text(".")
-    last += line
+    index = env.app.builder.get_relative_uri(docname, f"{PAGES}/index")
+    group = _entry(docname, SOURCES_ENTRY, index, code=False)
+    group += nodes.bullet_list()
+    for module in modules:
+        uri = env.app.builder.get_relative_uri(docname, package.pages[module])
+        group[-1] += _entry(docname, module, uri)
+    page = toc[0]
+    if not any(isinstance(c, nodes.bullet_list) for c in page.children):
+        page += nodes.bullet_list()
+    [c for c in page.children if isinstance(c, nodes.bullet_list)][0] += group
 
 
 # -----------------------------------------------------------------------------
@@ -1012,7 +1029,7 @@ def setup(app):
     app.connect("doctree-resolved", _api_links)
     # After Sphinx's own collector has read the page's sections.
     app.connect("doctree-read", _contents, priority=900)
-    app.connect("doctree-read", _chapter_sources)
+    app.connect("doctree-read", _chapter_sources, priority=900)
     # After the section numbers are assigned.
     app.connect("env-get-updated", _unnumbered, priority=900)
     app.connect("html-page-context", _contents_script)
