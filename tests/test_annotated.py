@@ -168,6 +168,16 @@ def g():
     """Calls ``f`` (:func:`odd.f`, in ``mixers.odd``); ``nothing_here`` and
     :class:`Unknown` name nothing of the package."""
     return f()
+
+
+# ------------------------------------------------------------------------
+# Part
+
+
+def part():
+    """Calls ``f`` (:func:`odd.f`, in ``mixers.odd``); ``nothing_here`` and
+    :class:`Unknown` name nothing of the package."""
+    return f()
 '''
 
 NOTEBOOK_CHAPTER = {
@@ -524,7 +534,14 @@ def test_names_in_notes_link_to_their_definitions(built):
 
 def test_an_annotated_page_has_its_contents(built):
     pages, _ = built
-    assert contents(pages["source/other"]) == ["#the-part-with-g", "#g"]
+    assert contents(pages["source/other"]) == [
+        "#the-part-with-g",
+        "#g",
+        "#part-part",  # not the function part's id
+        "#part",
+    ]
+    for ident in ("part", "part-part", "g", "the-part-with-g"):
+        assert pages["source/other"].count(f'id="{ident}"') == 1
     assert contents(pages["source/views_js"]) == [
         "#formulas",
         "#slope",

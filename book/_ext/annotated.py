@@ -723,9 +723,18 @@ class AnnotatedSource(SphinxDirective):
         result = [self._uses()]
         rows = nodes.container(classes=["annotated-source"])
         result.append(rows)
-        for section in parse_source(filename, source):
+        sections = parse_source(filename, source)
+        taken = {name for section in sections for name in section.names}
+        for section in sections:
             if section.title:
                 part = nodes.section(classes=["annotated-part"])
+                # Its id, unless a name defined on the page is that id
+                # (the part "Provenance." and the function provenance).
+                ident = nodes.make_id(section.title)
+                while ident in taken or ident in self.state.document.ids:
+                    ident = "part-" + ident
+                taken.add(ident)
+                part["ids"].append(ident)
                 name = nodes.fully_normalize_name(section.title)
                 part["names"].append(name)
                 self.state.document.note_implicit_target(part, part)
