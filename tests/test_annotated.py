@@ -230,6 +230,10 @@ def built(tmp_path_factory):
         "extensions": ["myst_nb", "listings", "annotated"],
         "html_theme": "sphinx_book_theme",
         "nb_execution_mode": "off",
+        # A dict of this build's own: myst_nb adds its suffixes to the one it
+        # is given, which would otherwise be Sphinx's default, shared with
+        # the next test's build (which has no myst_nb).
+        "source_suffix": {".rst": "restructuredtext"},
     }
     app = SphinxTestApp(
         "html", srcdir=root, confoverrides=overrides, freshenv=True

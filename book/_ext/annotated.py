@@ -834,28 +834,21 @@ class AnnotatedSource(SphinxDirective):
         """Each name of the package in the notes, as ``code`` or a role
         (:func:, :class:, ...), links to its definition on its page; any
         other name stays as written."""
-        for ref in list(note.findall(addnodes.pending_xref)):
-            if ref.get("refdomain") != "py":
-                continue
-            if ref.get("reftype") not in _NAME_ROLES:
-                continue
-            uri = self._target(ref["reftarget"], here)
-            if uri:
-                link = nodes.reference(
-                    "",
-                    "",
-                    refuri=uri,
-                    internal=True,
-                    classes=["annotated-name"],
-                )
-                link += ref.children
-                ref.replace_self(link)
-        for literal in list(note.findall(nodes.literal)):
-            if isinstance(
+        roles = [
+            (ref, ref["reftarget"], ref.children)
+            for ref in note.findall(addnodes.pending_xref)
+            if ref.get("refdomain") == "py"
+            and ref.get("reftype") in _NAME_ROLES
+        ]
+        literals = [
+            (literal, literal.astext(), [literal])
+            for literal in note.findall(nodes.literal)
+            if not isinstance(
                 literal.parent, (nodes.reference, addnodes.pending_xref)
-            ):
-                continue
-            uri = self._target(literal.astext(), here)
+            )
+        ]
+        for node, name, shown in roles + literals:
+            uri = self._target(name, here)
             if uri:
                 link = nodes.reference(
                     "",
@@ -864,8 +857,8 @@ class AnnotatedSource(SphinxDirective):
                     internal=True,
                     classes=["annotated-name"],
                 )
-                literal.replace_self(link)
-                link += literal
+                node.replace_self(link)
+                link += list(shown)
 
 
 # -----------------------------------------------------------------------------
