@@ -1,14 +1,18 @@
 """book/_ext/annotated.py: every module of the package as an annotated page.
 
 The cut into notes and code is checked against an independent reading of each
-file (``ast`` for docstrings, a line that starts with ``#`` for a comment), a
-small Sphinx build checks the rendered page (anchors, typeset maths, no
-warnings) and the chapters' links to it; ``tests/test_site.py`` checks the
-built book's pages in a browser.
+file (``ast`` for docstrings, a line that starts with ``#`` for a comment;
+for ``views.js``, a line that starts with ``//`` or lies in a ``/* */``), a
+small Sphinx build checks the rendered page (anchors, typeset maths, names
+linked to their definitions, its contents, no warnings) and the chapters'
+links to it and back; ``tests/test_site.py`` and
+``tests/test_site_annotated.py`` check the built book's pages in a browser.
 """
 
 import ast
+import functools
 import html
+import json
 import re
 import sys
 from pathlib import Path
@@ -20,12 +24,17 @@ from test_book import toc_files
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from annotated import (  # noqa: E402
+    Package,
     anchor_of_line,
+    module_of_path,
+    modules_used,
     page_of_module,
     parse_module,
+    parse_script,
 )
 
 MODULES = sorted((ROOT / "src" / "mixers").rglob("*.py"))
+SCRIPTS = sorted((ROOT / "src" / "mixers").rglob("*.js"))
 
 
 def note_lines(source):
@@ -149,39 +158,98 @@ CHAPTER = """# Chapter
 """
 
 
-def build(tmp_path):
-    (tmp_path / "book" / "source").mkdir(parents=True)
-    (tmp_path / "src" / "mixers").mkdir(parents=True)
-    (tmp_path / "src" / "mixers" / "odd.py").write_text(ODD)
-    (tmp_path / "book" / "chapter.md").write_text(CHAPTER)
-    (tmp_path / "book" / "source" / "odd.rst").write_text(
-        "Odd\n===\n\n.. annotated-source:: ../../src/mixers/odd.py\n"
+OTHER = '''"""Another module, whose notes name the first one's things."""
+
+# ------------------------------------------------------------------------
+# The part with g
+
+
+def g():
+    """Calls ``f`` (:func:`odd.f`, in ``mixers.odd``); ``nothing_here`` and
+    :class:`Unknown` name nothing of the package."""
+    return f()
+
+
+# ------------------------------------------------------------------------
+# Part
+
+
+def part():
+    """Calls ``f`` (:func:`odd.f`, in ``mixers.odd``); ``nothing_here`` and
+    :class:`Unknown` name nothing of the package."""
+    return f()
+'''
+
+NOTEBOOK_CHAPTER = {
+    "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": "# Notebook"},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": "from mixers.other import g",
+        },
+    ],
+    "metadata": {"language_info": {"name": "python"}},
+    "nbformat": 4,
+    "nbformat_minor": 4,
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A small book: two modules, a script and a chapter of each kind, built
+    with the extensions and the theme; its pages' HTML and its warnings."""
+    root = tmp_path_factory.mktemp("book")
+    (root / "book" / "source").mkdir(parents=True)
+    (root / "src" / "mixers" / "views").mkdir(parents=True)
+    (root / "src" / "mixers" / "odd.py").write_text(ODD)
+    (root / "src" / "mixers" / "other.py").write_text(OTHER)
+    (root / "src" / "mixers" / "views" / "views.js").write_text(SCRIPT)
+    (root / "book" / "chapter.md").write_text(CHAPTER)
+    notebook = json.dumps(NOTEBOOK_CHAPTER)
+    (root / "book" / "notebook.ipynb").write_text(notebook)
+    pages = {
+        "odd": "src/mixers/odd.py",
+        "other": "src/mixers/other.py",
+        "views_js": "src/mixers/views/views.js",
+    }
+    for page, path in pages.items():
+        (root / "book" / "source" / f"{page}.rst").write_text(
+            f"{page}\n{'=' * len(page)}\n\n"
+            f".. annotated-source:: ../../{path}\n"
+        )
+    docs = ["chapter", "notebook", *(f"source/{p}" for p in pages)]
+    toctree = "\n".join(f"   book/{doc}" for doc in docs)
+    (root / "index.rst").write_text(
+        f"Book\n====\n\n.. toctree::\n\n{toctree}\n"
     )
-    (tmp_path / "index.rst").write_text(
-        "Book\n====\n\n.. toctree::\n\n   book/chapter\n   book/source/odd\n"
-    )
-    (tmp_path / "conf.py").write_text("")
+    (root / "conf.py").write_text("")
     overrides = {
-        "extensions": ["myst_parser", "listings", "annotated"],
+        "extensions": ["myst_nb", "listings", "annotated"],
         "html_theme": "sphinx_book_theme",
+        "nb_execution_mode": "off",
+        # A dict of this build's own: myst_nb adds its suffixes to the one it
+        # is given, which would otherwise be Sphinx's default, shared with
+        # the next test's build (which has no myst_nb).
+        "source_suffix": {".rst": "restructuredtext"},
     }
     app = SphinxTestApp(
-        "html", srcdir=tmp_path, confoverrides=overrides, freshenv=True
+        "html", srcdir=root, confoverrides=overrides, freshenv=True
     )
     try:
         app.build()
     finally:
         app.cleanup()
-    out = tmp_path / "_build" / "html" / "book"
-    return (
-        (out / "source" / "odd.html").read_text(),
-        (out / "chapter.html").read_text(),
-        app.warning.getvalue(),
-    )
+    out = root / "_build" / "html" / "book"
+    html_of = {doc: (out / f"{doc}.html").read_text() for doc in docs}
+    return html_of, app.warning.getvalue()
 
 
-def test_the_built_page_anchors_every_line_and_typesets_the_notes(tmp_path):
-    page, chapter, warnings = build(tmp_path)
+def test_the_built_page_anchors_every_line_and_typesets_the_notes(built):
+    pages, warnings = built
+    page, chapter = pages["source/odd"], pages["chapter"]
     assert warnings == ""
     code_lines = [
         number
@@ -199,3 +267,318 @@ def test_the_built_page_anchors_every_line_and_typesets_the_notes(tmp_path):
     # The chapter's listing of f links to the section that shows f's def.
     def_line = ODD.splitlines().index("def f(*args):") + 1
     assert f'href="source/odd.html#L{def_line}"' in chapter
+
+
+# -----------------------------------------------------------------------------
+# JavaScript (views.js): the same conventions with // and /* */ comments
+
+SCRIPT = r"""// The file's introduction.
+//
+// It goes on.
+
+// ----------------------------------------------------------------
+// Formulas
+
+// The slope of head i: :math:`2^{-8 (i+1) / n}`.
+export function slope(i, n) {
+  return 2 ** ((-8 * (i + 1)) / n); // a trailing comment stays with its code
+}
+
+/**
+ * A block note, read whole.
+ *
+ * Its second paragraph.
+ */
+function quoted() {
+  const url = "http://example.com/*not a comment*/";
+  const css = `
+    // not a comment either
+    a { color: ${"red" /* nor this */} }
+  `;
+  return [url, css, /\/\/ and \/* stay code/.test("x")];
+}
+
+const half = 1 / 2; // a division, then a comment
+"""
+
+
+def test_a_script_s_comments_become_notes_and_rules_titles():
+    sections = parse_script(SCRIPT)
+    assert sections[0].intro
+    assert sections[0].notes == ["The file's introduction.", "", "It goes on."]
+    assert [s.title for s in sections] == [None, "Formulas", None]
+    formulas, block = sections[1], sections[2]
+    assert formulas.notes == ["The slope of head i: :math:`2^{-8 (i+1) / n}`."]
+    # The function's header is the first line of the code beside its note.
+    header = SCRIPT.splitlines().index("export function slope(i, n) {") + 1
+    shown = [(n, text) for n, text in formulas.code if text.strip()]
+    assert shown[0] == (header, "export function slope(i, n) {")
+    assert formulas.names == ["slope"]
+    assert block.notes == [
+        "A block note, read whole.",
+        "",
+        "Its second paragraph.",
+    ]
+    assert block.names == ["quoted"]
+
+
+def test_strings_templates_and_regexes_are_code_not_comments():
+    sections = parse_script(SCRIPT)
+    lines = SCRIPT.splitlines()
+    code = {number for s in sections for number, _ in s.code}
+    for text in (
+        "// not a comment either",
+        "a { color: ${",
+        "/\\/\\/ and",
+        "http://example.com/*not",
+        "const half = 1 / 2; // a division",
+        "// a trailing comment",
+    ):
+        number = next(i for i, line in enumerate(lines, 1) if text in line)
+        assert number in code, text
+
+
+def comment_lines_of_script(source):
+    """The lines a reader reads as notes in a script: those that start with
+    ``//`` and those of a ``/* */`` that starts a line, outside template
+    literals (read here as the lines between two backquote lines)."""
+    notes, in_block, in_template = set(), False, False
+    for number, line in enumerate(source.splitlines(), 1):
+        stripped = line.strip()
+        if in_template:
+            in_template = stripped.count("`") % 2 == 0
+            continue
+        if in_block:
+            notes.add(number)
+            in_block = "*/" not in stripped
+        elif stripped.startswith("//"):
+            notes.add(number)
+        elif stripped.startswith("/*"):
+            notes.add(number)
+            in_block = "*/" not in stripped
+        elif stripped.count("`") % 2 == 1:
+            in_template = True
+    return notes
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_every_line_of_a_script_is_shown_once(path):
+    source = path.read_text(encoding="utf-8")
+    sections = parse_script(source)
+    code = [number for section in sections for number, _ in section.code]
+    assert code == sorted(code), "code lines out of order"
+    assert len(code) == len(set(code)), "a code line shown twice"
+    every = set(range(1, len(source.splitlines()) + 1))
+    assert set(code) == every - comment_lines_of_script(source)
+    # Every top-level function has its anchor.
+    functions = re.findall(
+        r"(?m)^(?:export )?(?:async )?function\*? ?(\w+)", source
+    )
+    assert functions
+    names = [n for s in sections for n in s.names]
+    assert set(functions) <= set(names)
+
+
+# -----------------------------------------------------------------------------
+# What links where
+
+
+@functools.cache
+def package():
+    paths = [*MODULES, *SCRIPTS]
+    pages = {page_of_module(str(p.relative_to(ROOT))) for p in paths}
+    return Package.read(ROOT, pages)
+
+
+def defines(module_file, name):
+    """Whether the module's source defines ``name`` (``Class.method``)."""
+    tree = ast.parse(module_file.read_text(encoding="utf-8"))
+    *owners, last = name.split(".")
+    for owner in owners:
+        tree = next(
+            n
+            for n in tree.body
+            if isinstance(n, ast.ClassDef) and n.name == owner
+        )
+    return any(
+        getattr(n, "name", None) == last
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+    )
+
+
+@pytest.mark.parametrize(
+    "name, module",
+    [
+        ("causal_mask", "attention"),
+        ("MultiHeadAttention", "attention"),
+        ("AlibiMultiHeadAttention.forward", "alibi"),
+        ("mixers.alibi.alibi_slopes", "alibi"),
+        ("alibi.alibi_slopes()", "alibi"),
+    ],
+)
+def test_a_name_of_the_package_resolves_to_its_definition(name, module):
+    page, anchor = package().resolve(name)
+    assert page == f"book/source/{module}"
+    assert defines(ROOT / "src" / "mixers" / f"{module}.py", anchor)
+    assert name.removesuffix("()").endswith(anchor)
+
+
+def test_a_module_resolves_to_its_page_and_other_names_to_nothing():
+    found = package()
+    assert found.resolve("mixers.alibi") == ("book/source/alibi", None)
+    assert found.resolve("mixers") == ("book/source/package", None)
+    assert found.resolve("views.js") == ("book/source/views_js", None)
+    # Not the package's, or defined by several of its modules.
+    for name in ("torch.softmax", "forward", "x", "q·k / sqrt(d_k)", "-1"):
+        assert found.resolve(name) is None, name
+    # A name the module being read defines is its own, first.
+    assert found.resolve("forward", "mixers.attention") is None
+    page, anchor = found.resolve("run", "mixers.experiments.baseline")
+    assert (page, anchor) == ("book/source/experiments_baseline", "run")
+
+
+NOTEBOOK = {
+    "cells": [
+        {
+            "cell_type": "code",
+            "source": [
+                "%matplotlib inline\n",
+                "import mixers.data\n",
+                "from mixers import plot\n",
+                "from mixers.experiments import baseline as experiment\n",
+                "from mixers.live import live_view\n",
+                "from torch import nn\n",
+            ],
+        },
+        {
+            "cell_type": "markdown",
+            "source": "```{literalinclude} ../src/mixers/alibi.py\n```\n",
+        },
+        {"cell_type": "code", "source": "this is not Python"},
+    ],
+    "metadata": {},
+    "nbformat": 4,
+    "nbformat_minor": 5,
+}
+
+
+def test_the_modules_a_chapter_uses_are_read_from_its_cells(tmp_path):
+    (tmp_path / "book").mkdir()
+    notebook = tmp_path / "book" / "chapter.ipynb"
+    notebook.write_text(json.dumps(NOTEBOOK))
+    modules = set(package().pages)
+    assert modules_used(notebook, modules) == [
+        "mixers.alibi",
+        "mixers.data",
+        "mixers.plot",
+        "mixers.experiments.baseline",
+        "mixers.live",
+        "views.js",
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "book").glob("*.ipynb")), ids=lambda p: p.name
+)
+def test_each_chapter_uses_the_modules_it_imports_from(path):
+    """Independently: each ``from mixers.X import`` in the notebook's text
+    names a module the chapter uses, X or (``from mixers.bench import
+    alibi``) the submodule it imports."""
+    text = "".join(
+        "".join(cell["source"])
+        for cell in json.loads(path.read_text())["cells"]
+        if cell["cell_type"] == "code"
+    )
+    imports = re.findall(r"from (mixers(?:\.\w+)*) import \(?(\w+)", text)
+    assert imports
+    used = set(modules_used(path, set(package().pages)))
+    for module, first_name in imports:
+        assert {module, f"{module}.{first_name}"} & used, module
+
+
+def test_module_names_of_paths():
+    assert module_of_path("src/mixers/__init__.py") == "mixers"
+    assert module_of_path("src/mixers/bench/__init__.py") == "mixers.bench"
+    assert module_of_path("src/mixers/bench/alibi.py") == "mixers.bench.alibi"
+    assert module_of_path("src/mixers/views/views.js") == "views.js"
+    assert page_of_module("src/mixers/views/views.js") == (
+        "book/source/views_js"
+    )
+
+
+def links(page):
+    """{text of each link: where it goes}."""
+    found = re.findall(r'<a [^>]*href="([^"]*)"[^>]*>(.*?)</a>', page, re.S)
+    return {
+        html.unescape(re.sub(r"<[^>]+>", "", text)): href
+        for href, text in found
+    }
+
+
+def contents(page):
+    """Where the page's contents ("On this page") link to."""
+    nav = page[page.index('id="pst-page-toc-nav"') :]
+    return re.findall(r'href="([^"]*)"', nav[: nav.index("</nav>")])
+
+
+def test_names_in_notes_link_to_their_definitions(built):
+    pages, warnings = built
+    assert warnings == ""
+    other = pages["source/other"]
+    found = links(other)
+    assert found["f"] == "odd.html#f"  # ``f``
+    assert found["odd.f()"] == "odd.html#f"  # Sphinx adds the ()
+    assert found["mixers.odd"] == "odd.html"
+    # Names that are not the package's stay code, not links.
+    for name in ("nothing_here", "Unknown"):
+        assert name not in found
+        assert f'<span class="pre">{name}</span>' in other
+
+
+def test_an_annotated_page_has_its_contents(built):
+    pages, _ = built
+    assert contents(pages["source/other"]) == [
+        "#the-part-with-g",
+        "#g",
+        "#part-part",  # not the function part's id
+        "#part",
+    ]
+    for ident in ("part", "part-part", "g", "the-part-with-g"):
+        assert pages["source/other"].count(f'id="{ident}"') == 1
+    assert contents(pages["source/views_js"]) == [
+        "#formulas",
+        "#slope",
+        "#quoted",
+    ]
+    # The part is a section of the page, its title a heading.
+    assert re.search(r"<h2>The part with g", pages["source/other"])
+
+
+def test_a_script_s_page_has_its_anchors_and_its_maths(built):
+    pages, _ = built
+    page = pages["source/views_js"]
+    for section in parse_script(SCRIPT):
+        for number, text in section.code:
+            if text.strip():
+                assert f'id="L{number}"' in page
+    assert 'id="slope"' in page and 'id="quoted"' in page
+    assert '<span class="math' in page  # :math: in a // note, typeset
+    assert "highlight-javascript" in page
+
+
+def paragraph(page, css_class):
+    return re.search(rf'<p class="{css_class}">(.*?)</p>', page, re.S)[1]
+
+
+def test_chapters_and_the_pages_of_their_modules_link_both_ways(built):
+    pages, _ = built
+    # The page of mixers.other names the chapter that imports from it ...
+    uses = paragraph(pages["source/other"], "annotated-uses")
+    assert links(uses) == {"Notebook": "../notebook.html"}
+    # ... and the chapter's contents end with a link to that page.
+    assert contents(pages["notebook"])[-2:] == [
+        "source/index.html",
+        "source/other.html",
+    ]
+    assert "Used in" not in pages["source/odd"]  # no chapter imports it
