@@ -439,3 +439,160 @@ def check_token_ids(
             " model built for another tokenizer?"
         )
     return ids
+
+
+# -----------------------------------------------------------------------------
+# The attention family's checks: one step at construction
+# (``check_attention_arguments``) and one at the entry of ``forward``
+# (``check_attention_call``), so that the layers' code is the computation.
+
+
+def check_attention_arguments(
+    d_model,
+    n_heads,
+    dropout,
+    bias,
+    causal,
+    kdim,
+    vdim,
+    scale,
+    cpu_bf16_sdpa_in_float32,
+) -> None:
+    """The constructor arguments of :class:`MultiHeadAttention` (the whole
+    family's): :math:`d_\\text{model}` must split into :math:`H` heads of
+    :math:`d_\\text{head} = d_\\text{model} / H` channels."""
+    check_positive_int("d_model", d_model)
+    check_positive_int("n_heads", n_heads)
+    check_flags(
+        bias=bias,
+        causal=causal,
+        cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32,
+    )
+    if d_model % n_heads != 0:
+        raise ValueError(
+            f"d_model={d_model} must be divisible by n_heads={n_heads}"
+        )
+    for name, width in (("kdim", kdim), ("vdim", vdim)):
+        if width is not None:
+            check_positive_int(name, width)
+    check_dropout(dropout)
+    check_scale(scale)
+
+
+def check_attention_call(layer, query, key, value, mask, token_mask, cache):
+    """What a :class:`MultiHeadAttention` ``layer``'s ``forward`` is given:
+    three float tensors of the layer's widths and dtype, sharing their batch
+    (and key and value their length), the masks in the package's sense, and
+    for decoding a cache and the new tokens alone. In self-attention every
+    real query must be allowed some key, causality and padding included: a
+    mask in torch's opposite sense (``triu``) fails there."""
+    if cache is not None:
+        return _check_decoding_call(
+            layer, query, (key, value, mask, token_mask), cache
+        )
+    self_attention = key is None or key is query
+    key = query if key is None else key
+    value = key if value is None else value
+    for name, x, length, width in (
+        ("query", query, "q_len", "d_model"),
+        ("key", key, "k_len", "kdim"),
+        ("value", value, "k_len", "vdim"),
+    ):
+        size = getattr(layer, width)
+        expected = f"[batch, {length}, {width}={size}]"
+        check_tensor(x, name, expected, ndim=3, width=size)
+    check_same_dtype(query=query, key=key, value=value)
+    check_dtype_matches(query, "query", layer.q_proj)
+    if key.shape[0] != query.shape[0] or value.shape[:2] != key.shape[:2]:
+        raise ValueError(
+            f"key and value must have shapes [batch={query.shape[0]},"
+            " k_len, ...] with the same k_len, got key"
+            f" {tuple(key.shape)}, value {tuple(value.shape)}"
+        )
+    (batch, q_len), k_len = query.shape[:2], key.shape[1]
+    if mask is not None:
+        check_attention_mask(mask, (batch, layer.n_heads, q_len, k_len))
+    if token_mask is not None:
+        check_token_mask(token_mask, batch, k_len)
+    if self_attention and mask is not None:
+        attend = mask
+        if token_mask is not None:
+            attend = attend & token_mask[:, None, None, :]
+        if layer.causal and q_len > 1:
+            ones = torch.ones(q_len, q_len, dtype=torch.bool)
+            attend = attend & ones.tril().to(query.device)
+        check_every_query_reads(attend, token_mask)
+
+
+def _check_decoding_call(layer, query, others, cache) -> None:
+    """A decoding step: a key/value cache, and the new tokens as ``query``
+    alone."""
+    from .attention import KVCache, StaticKVCache  # it imports this module
+
+    if not isinstance(cache, (KVCache, StaticKVCache)):
+        raise TypeError(
+            "cache must be a mixers.attention.KVCache, got"
+            f" {type(cache).__name__}"
+        )
+    if any(x is not None for x in others):
+        raise ValueError(
+            "cache is for decoding a self-attention layer: pass the new"
+            " tokens as query alone, with no key, value, mask or"
+            " token_mask"
+        )
+    expected = f"[batch, new, d_model={layer.d_model}]"
+    check_tensor(query, "query", expected, ndim=3, width=layer.d_model)
+    check_dtype_matches(query, "query", layer.q_proj)
+
+
+def check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:
+    """Checks q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[...,
+    k_len, d_v]`` (k's width may differ from q's unless ``same_d``); returns
+    the scores' shape ``[..., q_len, k_len]``."""
+    check_tensor(q, "q", "[..., q_len, d_k]")
+    check_tensor(k, "k", "[..., k_len, d_k]")
+    check_tensor(v, "v", "[..., k_len, d_v]")
+    check_same_dtype(q=q, k=k, v=v)
+    if same_d and k.shape[-1] != q.shape[-1]:
+        raise ValueError(
+            f"k must have the last dim d_k={q.shape[-1]} of q, got shape"
+            f" {tuple(k.shape)}"
+        )
+    if v.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"v must have shape [..., k_len={k.shape[-2]}, d_v] like k, got"
+            f" {tuple(v.shape)}"
+        )
+    try:
+        batch_shape = torch.broadcast_shapes(
+            q.shape[:-2], k.shape[:-2], v.shape[:-2]
+        )
+    except RuntimeError:
+        raise ValueError(
+            f"the leading dims of q {tuple(q.shape)}, k {tuple(k.shape)} and "
+            f"v {tuple(v.shape)} must broadcast"
+        ) from None
+    return (*batch_shape, q.shape[-2], k.shape[-2])
+
+
+def check_bias(bias, target) -> None:
+    """An additive float bias broadcastable to the scores' shape ``target``."""
+    if not isinstance(bias, Tensor) or not bias.is_floating_point():
+        got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
+        raise TypeError(
+            "bias must be a floating-point (additive) tensor broadcastable to"
+            f" [..., q_len, k_len], got {got}"
+        )
+    check_broadcasts(bias, target, "bias")
+
+
+def check_softmax_inputs(scores, mask) -> None:
+    """Float scores, and a bool mask (True = keep) that broadcasts to them."""
+    if not isinstance(scores, Tensor) or not scores.is_floating_point():
+        got = scores.dtype if isinstance(scores, Tensor) else type(scores)
+        raise TypeError(
+            f"scores must be a floating-point tensor [..., n], got {got}"
+        )
+    if mask is not None:
+        _check_bool(mask, "mask", "True = keep", "broadcastable to scores")
+        check_broadcasts(mask, scores.shape, "mask", "scores' shape")
