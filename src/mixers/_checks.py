@@ -596,3 +596,126 @@ def check_softmax_inputs(scores, mask) -> None:
     if mask is not None:
         _check_bool(mask, "mask", "True = keep", "broadcastable to scores")
         check_broadcasts(mask, scores.shape, "mask", "scores' shape")
+
+
+# -----------------------------------------------------------------------------
+# ALiBi's checks: the bias's arguments, and the flex backend's call.
+
+
+def check_q_offset(q_offset, q_len: int, k_len: int) -> int:
+    """The index of query 0 among the keys: an int >= 0, by default
+    :math:`k_\\text{len} - q_\\text{len}` (the queries are the last keys),
+    which needs :math:`q_\\text{len} \\le k_\\text{len}`."""
+    if q_offset is None:
+        if q_len > k_len:
+            raise ValueError(
+                f"q_len={q_len} > k_len={k_len}: the default q_offset = k_len"
+                " - q_len would put the queries before the first key; pass"
+                " q_offset (>= 0) explicitly"
+            )
+        return k_len - q_len
+    rule = "an int >= 0 (the index of query 0 among the keys)"
+    if not isinstance(q_offset, int) or isinstance(q_offset, bool):
+        raise TypeError(f"q_offset must be {rule}, got {q_offset!r}")
+    if q_offset < 0:
+        raise ValueError(f"q_offset must be {rule}, got {q_offset}")
+    return q_offset
+
+
+def _check_positions(positions, name: str, length_name: str, length: int):
+    """Positions must be real numbers ``[length]`` or ``[batch, length]``."""
+    expected = f"[{length_name}={length}] or [batch, {length_name}={length}]"
+    if not isinstance(positions, Tensor):
+        raise TypeError(
+            f"{name} must be a tensor of shape {expected}, got"
+            f" {type(positions).__name__}"
+        )
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(
+            f"{name} must hold integer or floating-point positions, got dtype"
+            f" {positions.dtype}"
+        )
+    if positions.dim() not in (1, 2) or positions.shape[-1] != length:
+        raise ValueError(
+            f"{name} must have shape {expected}, got {tuple(positions.shape)}"
+        )
+
+
+def check_alibi_bias_arguments(
+    q_len,
+    k_len,
+    causal,
+    symmetric,
+    q_offset,
+    query_positions,
+    key_positions,
+    dtype,
+) -> int:
+    """``alibi_bias``'s arguments; returns ``q_offset`` with its default
+    filled in."""
+    check_flags(causal=causal, symmetric=symmetric)
+    if dtype is not None and (
+        not isinstance(dtype, torch.dtype) or not dtype.is_floating_point
+    ):
+        # -inf has no integer or bool form: int64 would hold -9.2e18 there.
+        raise TypeError(
+            "dtype must be None (the slopes' dtype) or a floating-point"
+            f" torch.dtype, got {dtype!r}"
+        )
+    check_positive_int("q_len", q_len)
+    check_positive_int("k_len", k_len)
+    q_offset = check_q_offset(q_offset, q_len, k_len)
+    if key_positions is not None:
+        _check_positions(key_positions, "key_positions", "k_len", k_len)
+    if query_positions is not None:
+        _check_positions(query_positions, "query_positions", "q_len", q_len)
+    elif key_positions is not None and q_offset + q_len > k_len:
+        raise ValueError(
+            "query_positions is needed when key_positions are given and"
+            f" q_offset + q_len = {q_offset + q_len} > k_len = {k_len}:"
+            " queries past the last key have no key positions to take"
+            " theirs from"
+        )
+    if (
+        query_positions is not None
+        and key_positions is not None
+        and key_positions.dim() == query_positions.dim() == 2
+        and key_positions.shape[0] != query_positions.shape[0]
+    ):
+        raise ValueError(
+            f"query_positions {tuple(query_positions.shape)} and key_positions"
+            f" {tuple(key_positions.shape)} must have the same batch size"
+        )
+    return q_offset
+
+
+def check_flex_call(layer, query, key, value, mask, token_mask) -> None:
+    """An ALiBi layer's call on its flex backend: the layer's checks
+    (``check_attention_call``), no attention dropout while training, and the
+    queries the last keys."""
+    if layer.training and layer.dropout > 0:
+        raise ValueError(
+            "backend='flex' has no attention dropout, but"
+            f" dropout={layer.dropout} while training: use backend 'sdpa'"
+            " or 'eager' to train with dropout"
+        )
+    check_attention_call(layer, query, key, value, mask, token_mask, None)
+    k_len = query.shape[1] if key is None else key.shape[1]
+    check_q_offset(None, query.shape[1], k_len)
+
+
+def check_flex_backward(q: Tensor, k: Tensor, v: Tensor) -> None:
+    """FlexAttention has no backward pass on a CPU. Checked before the call,
+    not left to torch: a compiled call that raises inside its backward is not
+    retried, and later calls in the process ran several times slower."""
+    if (
+        q.device.type == "cpu"
+        and torch.is_grad_enabled()
+        and any(x.requires_grad for x in (q, k, v))
+    ):
+        raise NotImplementedError(
+            "backend='flex' has no backward pass on a CPU (torch"
+            f" {torch.__version__}): use backend='sdpa' to train on a CPU,"
+            " or call it under torch.no_grad() (or"
+            " torch.inference_mode()) for inference"
+        )

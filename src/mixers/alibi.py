@@ -59,8 +59,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._checks import check_flags, check_positive_int
-from .attention import MultiHeadAttention, causal_mask
+from ._checks import (
+    check_alibi_bias_arguments,
+    check_flex_backward,
+    check_flex_call,
+    check_positive_int,
+)
+from .attention import MultiHeadAttention, causal_mask, family_arguments
 
 __all__ = [
     "alibi_slopes",
@@ -123,8 +128,8 @@ def alibi_slopes(n_heads: int) -> Tensor:
 
 
 def as_slopes(slopes, name: str = "slopes_or_n_heads") -> Tensor:
-    """A float tensor ``[n_heads]`` as it is, or ``alibi_slopes(n)`` for a head
-    count n."""
+    """A float tensor ``[n_heads]`` as it is, or :func:`alibi_slopes` for a
+    head count n."""
     if isinstance(slopes, Tensor):
         if (
             not slopes.is_floating_point()
@@ -159,104 +164,6 @@ def as_slopes(slopes, name: str = "slopes_or_n_heads") -> Tensor:
     return alibi_slopes(slopes)
 
 
-def _check_positions(
-    positions, name: str, length_name: str, length: int
-) -> Tensor:
-    """Positions must be real numbers ``[length]`` or ``[batch, length]``."""
-    expected = f"[{length_name}={length}] or [batch, {length_name}={length}]"
-    if not isinstance(positions, Tensor):
-        raise TypeError(
-            f"{name} must be a tensor of shape {expected}, got"
-            f" {type(positions).__name__}"
-        )
-    if positions.dtype == torch.bool or positions.is_complex():
-        raise TypeError(
-            f"{name} must hold integer or floating-point positions, got dtype"
-            f" {positions.dtype}"
-        )
-    if positions.dim() not in (1, 2) or positions.shape[-1] != length:
-        raise ValueError(
-            f"{name} must have shape {expected}, got {tuple(positions.shape)}"
-        )
-    return positions
-
-
-def _default_q_offset(q_len: int, k_len: int) -> int:
-    if q_len > k_len:
-        raise ValueError(
-            f"q_len={q_len} > k_len={k_len}: the default q_offset = k_len -"
-            " q_len would put the queries before the first key; pass q_offset"
-            " (>= 0) explicitly"
-        )
-    return k_len - q_len
-
-
-def _bias_positions(
-    q_len, k_len, q_offset, query_positions, key_positions, device, slopes
-):
-    """``alibi_bias``'s arguments checked and its defaults filled in:
-    ``(q_offset, query_positions, key_positions, device)``, the positions
-    integer (int64) or floating point, on ``device``."""
-    check_positive_int("q_len", q_len)
-    check_positive_int("k_len", k_len)
-    if q_offset is None:
-        q_offset = _default_q_offset(q_len, k_len)
-    elif not isinstance(q_offset, int) or isinstance(q_offset, bool):
-        raise TypeError(
-            "q_offset must be an int >= 0 (the index of query 0 among the"
-            f" keys), got {q_offset!r}"
-        )
-    elif q_offset < 0:
-        raise ValueError(
-            "q_offset must be an int >= 0 (the index of query 0 among the"
-            f" keys), got {q_offset}"
-        )
-    if key_positions is not None:
-        key_positions = _check_positions(
-            key_positions, "key_positions", "k_len", k_len
-        )
-    if query_positions is not None:
-        query_positions = _check_positions(
-            query_positions, "query_positions", "q_len", q_len
-        )
-    if device is None:
-        given = key_positions if key_positions is not None else query_positions
-        device = given.device if given is not None else slopes.device
-
-    if query_positions is None:
-        if key_positions is None:
-            query_positions = torch.arange(
-                q_offset, q_offset + q_len, device=device
-            )
-        elif q_offset + q_len <= k_len:
-            query_positions = key_positions[..., q_offset : q_offset + q_len]
-        else:
-            raise ValueError(
-                "query_positions is needed when key_positions are given and"
-                f" q_offset + q_len = {q_offset + q_len} > k_len = {k_len}:"
-                " queries past the last key have no key positions to take"
-                " theirs from"
-            )
-    if key_positions is None:
-        key_positions = torch.arange(k_len, device=device)
-    # Integer positions as int64: differences of uint8 positions would wrap
-    # around below zero.
-    key_positions, query_positions = (
-        p.to(device) if p.is_floating_point() else p.to(device, torch.long)
-        for p in (key_positions, query_positions)
-    )
-    if (
-        key_positions.dim() == 2
-        and query_positions.dim() == 2
-        and key_positions.shape[0] != query_positions.shape[0]
-    ):
-        raise ValueError(
-            f"query_positions {tuple(query_positions.shape)} and key_positions"
-            f" {tuple(key_positions.shape)} must have the same batch size"
-        )
-    return q_offset, query_positions, key_positions, device
-
-
 def alibi_bias(
     slopes_or_n_heads,
     q_len: int,
@@ -269,18 +176,18 @@ def alibi_bias(
     device=None,
     dtype=None,
 ) -> Tensor:
-    """The additive ALiBi bias ``-m_h · (pos_q[i] - pos_k[j])``: ``[heads,
-    q_len, k_len]``.
+    r"""The additive ALiBi bias :math:`-m_h\,(P_i - P_j)` of query position
+    :math:`P_i` and key position :math:`P_j`: ``[heads, q_len, k_len]``.
 
     Args:
         slopes_or_n_heads: the slopes, a float tensor ``[heads]``, or a head
-            count for ``alibi_slopes``.
+            count for :func:`alibi_slopes`.
         q_len: number of queries.
         k_len: number of keys (default ``q_len``).
-        causal: ``-inf`` where key j comes after query i in the sequence, ``j >
-            q_offset + i`` (by index, not position: padded keys still need a
-            token mask).
-        symmetric: ``-m · |pos_q - pos_k|``, for bidirectional attention
+        causal: :math:`-\infty` where key j comes after query i in the
+            sequence, :math:`j > q_\text{offset} + i` (by index, not position:
+            padded keys still need a token mask).
+        symmetric: :math:`-m_h\,|P_i - P_j|`, for bidirectional attention
             (beyond the paper).
         q_offset: index of query 0 among the keys; default ``k_len - q_len``
             (the queries are the last q_len keys, as after a key/value cache).
@@ -304,36 +211,55 @@ def alibi_bias(
         (why left padding is harmless once the pads are masked).
     """
     slopes = as_slopes(slopes_or_n_heads)
-    check_flags(causal=causal, symmetric=symmetric)
-    if dtype is not None and (
-        not isinstance(dtype, torch.dtype) or not dtype.is_floating_point
-    ):
-        # -inf has no integer or bool form: int64 would hold -9.2e18 there.
-        raise TypeError(
-            "dtype must be None (the slopes' dtype) or a floating-point"
-            f" torch.dtype, got {dtype!r}"
-        )
     k_len = q_len if k_len is None else k_len
-    q_offset, query_positions, key_positions, device = _bias_positions(
-        q_len, k_len, q_offset, query_positions, key_positions, device, slopes
+    q_offset = check_alibi_bias_arguments(
+        q_len,
+        k_len,
+        causal,
+        symmetric,
+        q_offset,
+        query_positions,
+        key_positions,
+        dtype,
     )
     dtype = slopes.dtype if dtype is None else dtype
+    if device is None:
+        given = key_positions if key_positions is not None else query_positions
+        device = slopes.device if given is None else given.device
+    # Query i at :math:`P_i = q_\text{offset} + i`, or at the position of the
+    # key it sits on; key j at :math:`P_j = j`.
+    if query_positions is None and key_positions is None:
+        query_positions = torch.arange(
+            q_offset, q_offset + q_len, device=device
+        )
+    elif query_positions is None:
+        query_positions = key_positions[..., q_offset : q_offset + q_len]
+    if key_positions is None:
+        key_positions = torch.arange(k_len, device=device)
+    # Integer positions as int64: differences of uint8 positions would wrap
+    # around below zero.
+    query_positions, key_positions = (
+        p.to(device) if p.is_floating_point() else p.to(device, torch.long)
+        for p in (query_positions, key_positions)
+    )
 
     # Subtract before any cast to floating point: int64 differences are exact
-    # however far the positions run, whereas positions near 1e7 cast to float32
-    # first would lose their last digits.
-    # [(batch,) q_len, k_len]
+    # however far the positions run, whereas positions near :math:`10^7` cast
+    # to float32 first would lose their last digits.
+    # :math:`P_i - P_j`, ``[(batch,) q_len, k_len]``.
     distance = query_positions[..., :, None] - key_positions[..., None, :]
     if symmetric:
         distance = distance.abs()
-    # Multiply in at least float32, then round once to the requested dtype: m ·
-    # distance in float16 would round the slope and the distance separately
-    # before the product.
+    # Multiply in at least float32, then round once to the requested dtype:
+    # :math:`m_h (P_i - P_j)` in float16 would round the slope and the
+    # distance separately before the product.
     compute = torch.promote_types(dtype, torch.float32)
-    # [heads, 1, 1]
+    # ``[heads, 1, 1]``
     slopes = slopes.to(device=device, dtype=compute)[:, None, None]
-    # [(batch,) heads, q_len, k_len]
+    # ``[(batch,) heads, q_len, k_len]``
     bias = -(slopes * distance.to(compute).unsqueeze(-3))
+    # :math:`-\infty` above the causal diagonal :math:`j \le q_\text{offset}
+    # + i`: :math:`e^{-\infty} = 0`, no weight on the future.
     if causal:
         allowed = causal_mask(q_len, k_len, device, q_offset=q_offset)
         bias = bias.masked_fill(~allowed, float("-inf"))
@@ -450,83 +376,68 @@ def _pad_positions(x: Tensor, length: int, value=0.0) -> Tensor:
 
 
 class AlibiMultiHeadAttention(MultiHeadAttention):
-    """Multi-head attention with ALiBi biases instead of position embeddings.
+    r"""Multi-head attention with ALiBi biases instead of position embeddings.
 
     The same constructor arguments, defaults and forward as
-    ``MultiHeadAttention``: query ``[batch, q_len, d_model]``, key/value
+    :class:`MultiHeadAttention`: query ``[batch, q_len, d_model]``, key/value
     ``[batch, k_len, kdim/vdim]`` (None: self-attention) -> ``[batch, q_len,
     d_model]``, or ``(output, weights [batch, heads, q_len, k_len])`` with
     ``need_weights=True``; ``mask`` True = may attend, ``token_mask`` True =
-    real key token. Head h adds ``-slopes[h] · (i - j)`` to its scores; a
-    causal layer masks future keys, a bidirectional one (``causal=False``, the
-    default of the whole family) uses ``-slopes[h] · |i - j|`` (beyond the
+    real key token. Head h adds :math:`-m_h\,(i - j)` to its scores; a causal
+    layer masks future keys, a bidirectional one (``causal=False``, the
+    default of the whole family) uses :math:`-m_h\,|i - j|` (beyond the
     paper, which studies causal language models only).
 
-    Query i sits at position ``k_len - q_len + i``: calling it with the last
-    q_len tokens as the query and all k_len tokens so far as key and value
-    gives the last q_len rows of the full pass (incremental decoding). With
-    left padding, mark the pads False in ``token_mask``; the real tokens then
-    get the unpadded result, since the bias only sees differences of positions.
+    Query i sits at position :math:`k_\text{len} - q_\text{len} + i`: calling
+    it with the last q_len tokens as the query and all k_len tokens so far as
+    key and value gives the last q_len rows of the full pass (incremental
+    decoding). With left padding, mark the pads False in ``token_mask``; the
+    real tokens then get the unpadded result, since the bias only sees
+    differences of positions.
 
     Backends (``backend``, settable on the instance), all computing the same
     function:
 
     - ``"auto"`` (the default): per call, ``"flex"`` on a GPU where the bias
-      would take more than ``MAX_KEPT_BIAS_BYTES`` (64 MiB: 8 heads at L =
-      2,048 in bf16) and flex can run the call (no attention dropout while
-      training), else ``"sdpa"``, which then keeps its bias only if it is no
-      larger than that (a longer one is rebuilt per call); so no layer left
-      at its default holds a bias over 64 MiB;
-
-    - ``"eager"``: ``mixers.attention.dot_product_attention`` with the bias;
-      returns weights;
-    - ``"sdpa"``: torch's fused SDPA with the bias (and -inf for masked keys)
-      as one additive float mask in the query's dtype -- the base class does
-      this with ``attention_bias``. In bfloat16 that mask rounds far distances:
-      ``m · d`` keeps 8 significant bits, so at ``m · d = 500`` the bias is off
-      by up to 1 (a factor e in the weight);
+      would take more than ``MAX_KEPT_BIAS_BYTES`` (64 MiB: 8 heads at
+      :math:`L = 2048` in bf16) and flex can run the call (no attention
+      dropout while training), else ``"sdpa"``, which then keeps its bias
+      only if it is no larger than that (a longer one is rebuilt per call);
+      so no layer left at its default holds a bias over 64 MiB;
+    - ``"eager"``: :func:`dot_product_attention` with the bias; returns
+      weights;
+    - ``"sdpa"``: torch's fused SDPA with the bias (and :math:`-\infty` for
+      masked keys) as one additive float mask in the query's dtype -- the base
+      class does this with ``attention_bias``. In bfloat16 that mask rounds
+      far distances: :math:`m\,d` keeps 8 significant bits, so at :math:`m\,d
+      = 500` the bias is off by up to 1 (a factor :math:`e` in the weight);
     - ``"flex"``: ``torch.nn.attention.flex_attention``, compiled for static
       shapes: the bias is computed inside the kernel by a ``score_mod`` (on
       float32 scores) and the masks become a ``block_mask``, so no ``[q_len,
       k_len]`` bias is materialised and fully masked blocks are skipped. No
-      attention dropout (it raises while training with ``dropout > 0``) and, on
-      a CPU, no backward pass (torch has none there: it raises before running);
-      float32/bf16/fp16.
+      attention dropout (it raises while training with ``dropout > 0``) and,
+      on a CPU, no backward pass (torch has none there: it raises before
+      running); float32/bf16/fp16.
 
-    ``slopes`` is a non-persistent buffer (not in the state dict; it moves with
-    ``.to()``). The eager and SDPA paths keep the last bias they built and
-    reuse it while the lengths, device, dtype, causality and slopes stay the
-    same (``attention_bias``).
+    ``slopes`` is a non-persistent buffer (not in the state dict; it moves
+    with ``.to()``). The eager and SDPA paths keep the last bias they built
+    and reuse it while the lengths, device, dtype, causality and slopes stay
+    the same (``attention_bias``).
     """
 
     BACKENDS = ("auto", "eager", "sdpa", "flex")
+    # A causal ALiBi bias keeps the diagonal (no query is left with nothing to
+    # read) and holds :math:`-\infty` above it (no causal mask is needed on
+    # top); a bidirectional one holds no :math:`-\infty` at all.
+    bias_may_empty_rows = False
+    bias_masks_future = True
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        dropout: float = 0.0,
-        bias: bool = True,
-        causal: bool = False,
-        kdim: int | None = None,
-        vdim: int | None = None,
-        backend: str = "auto",
-        scale: float | None = None,
-        cpu_bf16_sdpa_in_float32: bool = True,
-    ):
-        super().__init__(
-            d_model,
-            n_heads,
-            dropout=dropout,
-            bias=bias,
-            causal=causal,
-            kdim=kdim,
-            vdim=vdim,
-            backend=backend,
-            scale=scale,
-            cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32,
-        )
-        self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
+    @family_arguments
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The slopes :math:`m_h`, fixed: a buffer, not a parameter.
+        slopes = alibi_slopes(self.n_heads)
+        self.register_buffer("slopes", slopes, persistent=False)
         # (what it was built for, the bias)
         self._bias_cache: tuple[tuple, Tensor] | None = None
         # (what it was built for, the bias of one query at the end of R keys)
@@ -554,58 +465,42 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
             self._rebuilt_slopes[device] = slopes
         return self._rebuilt_slopes[device]
 
-    # A causal ALiBi bias keeps the diagonal (no query is left with nothing to
-    # read) and holds -inf above it (no causal mask is needed on top); a
-    # bidirectional one holds no -inf at all.
-    bias_may_empty_rows = False
-    bias_masks_future = True
-
     def attention_bias(self, q_len: int, k_len: int, device, dtype) -> Tensor:
-        """``alibi_bias`` for this call: ``[heads, q_len, k_len]``, -inf above
-        the diagonal if causal.
+        r""":func:`alibi_bias` for this call: ``[heads, q_len, k_len]``,
+        :math:`-\infty` above the diagonal if causal.
 
         Built once and kept while the calls ask for the same lengths, device,
         dtype, causality and slopes (a model at its training length asks for
-        the same every step): rebuilding it cost more than the attention kernel
-        itself at L = 2048 on a CPU. The key holds everything the bias depends
-        on, the slopes buffer's identity and version included, so it cannot go
-        stale. Under ``torch.compile`` it is built in the graph instead, where
-        the compiler fuses it. At the default backend ("auto") a bias larger
-        than ``MAX_KEPT_BIAS_BYTES`` is built for the call and not kept.
+        the same every step): rebuilding it cost more than the attention
+        kernel itself at :math:`L = 2048` on a CPU. The key holds everything
+        the bias depends on, the slopes buffer's identity and version
+        included, so it cannot go stale. Under ``torch.compile`` it is built
+        in the graph instead, where the compiler fuses it. At the default
+        backend ("auto") a bias larger than ``MAX_KEPT_BIAS_BYTES`` is built
+        for the call and not kept.
         """
         device = torch.device(device)
-        key = (
-            q_len,
-            k_len,
-            device,
-            dtype,
-            self.causal,
-            self.slopes.data_ptr(),
-            self.slopes._version,
-        )
+        slopes = (self.slopes.data_ptr(), self.slopes._version)
+        key = (q_len, k_len, device, dtype, self.causal, *slopes)
         if torch.compiler.is_compiling():
             return self._build_bias(q_len, k_len, device, dtype)
         if q_len == 1 and self.causal:
             return self._decoding_row(k_len, key[2:])
-        if (
-            self.backend == "auto"
-            and self._bias_bytes(q_len, k_len, dtype) > MAX_KEPT_BIAS_BYTES
-        ):
+        too_large = self._bias_bytes(q_len, k_len, dtype) > MAX_KEPT_BIAS_BYTES
+        if self.backend == "auto" and too_large:
             return self._build_bias(q_len, k_len, device, dtype)
         if self._bias_cache is None or self._bias_cache[0] != key:
-            self._bias_cache = (
-                key,
-                self._build_bias(q_len, k_len, device, dtype),
-            )
+            bias = self._build_bias(q_len, k_len, device, dtype)
+            self._bias_cache = (key, bias)
         return self._bias_cache[1]
 
     def _decoding_row(self, k_len: int, key: tuple) -> Tensor:
-        """The bias of one query at the last position against ``k_len`` keys,
-        ``-m (k_len - 1 - j)`` (``[heads, 1, k_len]``, no -inf: the query may
-        read every key), as decoding asks for it once per new token. It is
-        the tail of one ramp ``-m (R - 1 - t)``, ``t < R``, built once and
-        rebuilt twice as long when ``k_len`` passes ``R``: a view, not a new
-        bias for every token."""
+        r"""The bias of one query at the last position against ``k_len``
+        keys, :math:`-m_h (k_\text{len} - 1 - j)` (``[heads, 1, k_len]``, no
+        :math:`-\infty`: the query may read every key), as decoding asks for
+        it once per new token. It is the tail of one ramp :math:`-m_h (R - 1 -
+        t)`, :math:`t < R`, built once and rebuilt twice as long when
+        ``k_len`` passes :math:`R`: a view, not a new bias for every token."""
         device, dtype = key[0], key[1]
         ramp = self._ramp_cache
         if ramp is None or ramp[0] != key or ramp[1].shape[-1] < k_len:
@@ -623,9 +518,10 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
     def position_bias(
         self, query_positions: Tensor, key_positions: Tensor, dtype
     ) -> Tensor:
-        """The bias from positions, ``-m_h (P_q - P_k)`` ``[heads, q_len,
-        k_len]`` with no -inf (a ``StaticKVCache``'s mask says which keys are
-        read): what a decoding step reads, whatever slot a key sits in."""
+        r"""The bias from positions, :math:`-m_h (P_i - P_j)` ``[heads, q_len,
+        k_len]`` with no :math:`-\infty` (a :class:`StaticKVCache`'s mask says
+        which keys are read): what a decoding step reads, whatever slot a key
+        sits in."""
         return alibi_bias(
             self._exact_slopes(query_positions.device),
             query_positions.shape[0],
@@ -660,21 +556,21 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         cache=None,
     ):
         # The base class runs "eager" and "sdpa" (and anything with
-        # need_weights, which is eager, or a decoding step with a KVCache: one
+        # need_weights, which is eager, or a decoding step with a cache: one
         # query row, where a whole-block kernel would waste 127 of 128 rows);
         # only "flex" needs a path of its own, because the bias must not be
         # materialised for it.
-        if not self._runs_flex(query, key, need_weights, cache):
-            return super().forward(
-                query,
-                key,
-                value,
-                mask=mask,
-                token_mask=token_mask,
-                need_weights=need_weights,
-                cache=cache,
-            )
-        return self._flex_forward(query, key, value, mask, token_mask)
+        if self._runs_flex(query, key, need_weights, cache):
+            return self._flex_forward(query, key, value, mask, token_mask)
+        return super().forward(
+            query,
+            key,
+            value,
+            mask=mask,
+            token_mask=token_mask,
+            need_weights=need_weights,
+            cache=cache,
+        )
 
     def _runs_flex(self, query, key, need_weights, cache) -> bool:
         """Whether this call runs the flex kernel: backend "flex", or "auto"
@@ -686,152 +582,132 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
             return self.backend == "flex"
         if query.device.type != "cuda" or (self.training and self.dropout):
             return False
-        dtype = (
-            torch.get_autocast_dtype("cuda")
-            if torch.is_autocast_enabled("cuda")
-            else query.dtype
-        )
+        autocast = torch.is_autocast_enabled("cuda")
+        dtype = torch.get_autocast_dtype("cuda") if autocast else query.dtype
         k_len = query.shape[1] if key is None else key.shape[1]
-        return (
-            self._bias_bytes(query.shape[1], k_len, dtype)
-            > MAX_KEPT_BIAS_BYTES
-        )
+        bias_bytes = self._bias_bytes(query.shape[1], k_len, dtype)
+        return bias_bytes > MAX_KEPT_BIAS_BYTES
 
     def _flex_forward(self, query, key, value, mask, token_mask) -> Tensor:
-        if self.training and self.dropout > 0:
-            raise ValueError(
-                "backend='flex' has no attention dropout, but"
-                f" dropout={self.dropout} while training: use backend 'sdpa'"
-                " or 'eager' to train with dropout"
-            )
-        q, k, v, _ = self._project(query, key, value, mask, token_mask)
+        check_flex_call(self, query, key, value, mask, token_mask)
+        q, k, v = self.project_heads(query, key, value, token_mask)
+        check_flex_backward(q, k, v)
         batch, heads, q_len, _ = q.shape
         k_len = k.shape[-2]
-        # the queries must be the last q_len keys
-        _default_q_offset(q_len, k_len)
-        if (
-            q.device.type == "cpu"
-            and torch.is_grad_enabled()
-            and any(x.requires_grad for x in (q, k, v))
-        ):
-            # Checked here, not left to torch: a compiled call that raises
-            # inside its backward is not retried, and later calls in the
-            # process ran several times slower.
-            raise NotImplementedError(
-                "backend='flex' has no backward pass on a CPU (torch"
-                f" {torch.__version__}): use backend='sdpa' to train on a CPU,"
-                " or call it under torch.no_grad() (or"
-                " torch.inference_mode()) for inference"
-            )
+        # The bias :math:`-m_h (i - j)` inside the kernel; causality, padding
+        # and the caller's mask as its block mask.
         score_mod = self._flex_score_mod(q.device, k_len - q_len)
-        block_mask = self._flex_block_mask(
-            mask, token_mask, (batch, heads, q_len, k_len), q.device
+        block_mask = flex_block_mask(
+            self.causal,
+            mask,
+            token_mask,
+            (batch, heads, q_len, k_len),
+            q.device,
         )
-        # On a CPU, whole blocks only (see FLEX_BLOCK_SIZE); the copies also
-        # give torch's CPU kernel each head as one contiguous [seq, d_head]
-        # block, which it reads faster than the projections' interleaved
-        # layout, by more than the copies cost. A GPU needs neither.
+        # On a CPU, whole blocks only (see ``FLEX_BLOCK_SIZE``); the copies
+        # also give torch's CPU kernel each head as one contiguous ``[seq,
+        # d_head]`` block, which it reads faster than the projections'
+        # interleaved layout, by more than the copies cost. A GPU needs
+        # neither.
         padded_q, padded_k = _flex_lengths(q_len, k_len, q.device)
         if (padded_q, padded_k) != (q_len, k_len) or q.device.type == "cpu":
             q = _pad_positions(q, padded_q)
             k, v = (_pad_positions(x, padded_k) for x in (k, v))
+        # :math:`1/\sqrt{d_\text{head}}` unless the layer says otherwise.
         scale = (
             1.0 / math.sqrt(self.d_head) if self.scale is None else self.scale
         )
         out = _run_flex(
             q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale
         )
-        if padded_q != q_len:
-            out = out[:, :, :q_len]
-        return self.out_proj(self.merge_heads(out))
+        return self.out_proj(self.merge_heads(out[:, :, :q_len]))
 
     def _flex_score_mod(self, device, q_offset: int):
-        """The ALiBi bias as FlexAttention's ``score_mod``, computed inside the
-        kernel from the slopes: ``-m_h (i - j)``, or ``-m_h |i - j|`` when not
-        causal, query i at ``q_offset + i``.
-        """
+        """:func:`alibi_score_mod` for this layer, made once per device,
+        offset, causality and slopes."""
         device = torch.device(device)
-        key = (
-            device,
-            q_offset,
-            self.causal,
-            self.slopes.data_ptr(),
-            self.slopes._version,
-        )
+        slopes = (self.slopes.data_ptr(), self.slopes._version)
+        key = (device, q_offset, self.causal, *slopes)
         if key not in self._flex_score_mods:
-            self._flex_score_mods[key] = self._make_score_mod(device, q_offset)
+            exact = self._exact_slopes(device).float()
+            score_mod = alibi_score_mod(exact, q_offset, self.causal)
+            self._flex_score_mods[key] = score_mod
         return self._flex_score_mods[key]
 
-    def _make_score_mod(self, device, q_offset: int):
-        # Tensors, not Python numbers, so that new slopes or offsets do not
-        # recompile the kernel; made once per offset (an int copied to the
-        # device at every call would make the host wait for the GPU).
-        slopes = self._exact_slopes(device).float()
-        offset = torch.tensor(q_offset, device=device)
-        if self.causal and q_offset == 0:
-            # self-attention: one subtraction fewer per score
-            def score_mod(score, b, h, q_idx, kv_idx):
-                return score - slopes[h] * (q_idx - kv_idx)
 
-        elif self.causal:
+def alibi_score_mod(slopes: Tensor, q_offset: int, causal: bool):
+    r"""The ALiBi bias as FlexAttention's ``score_mod``, computed inside the
+    kernel from the ``slopes``: :math:`s - m_h (i - j)`, or :math:`s - m_h
+    |i - j|` when not causal, query i at :math:`q_\text{offset} + i`.
 
-            def score_mod(score, b, h, q_idx, kv_idx):
-                return score - slopes[h] * (q_idx + offset - kv_idx)
+    The slopes and offset are tensors, not Python numbers, so that new ones
+    do not recompile the kernel; made once per offset (an int copied to the
+    device at every call would make the host wait for the GPU)."""
+    offset = torch.tensor(q_offset, device=slopes.device)
+    if causal and q_offset == 0:
+        # self-attention: one subtraction fewer per score
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return score - slopes[h] * (q_idx - kv_idx)
 
-        else:
+    elif causal:
 
-            def score_mod(score, b, h, q_idx, kv_idx):
-                return score - slopes[h] * (q_idx + offset - kv_idx).abs()
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return score - slopes[h] * (q_idx + offset - kv_idx)
 
-        return score_mod
+    else:
 
-    def _flex_block_mask(self, mask, token_mask, scores_shape, device):
-        """FlexAttention's block mask over whole blocks: causality, padding and
-        the caller's mask, each read inside the kernel from a small tensor, and
-        never a padded key.
-        """
-        batch, heads, q_len, k_len = scores_shape
-        # causality alone: the common case, cached
-        if self.causal and mask is None and token_mask is None:
-            return causal_block_mask(q_len, k_len, device)
-        from torch.nn.attention.flex_attention import create_block_mask
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return score - slopes[h] * (q_idx + offset - kv_idx).abs()
 
-        padded_q, padded_k = _flex_lengths(q_len, k_len, device)
-        keys, offset = (
-            torch.tensor(k_len, device=device),
-            torch.tensor(k_len - q_len, device=device),
+    return score_mod
+
+
+def flex_block_mask(causal, mask, token_mask, scores_shape, device):
+    """FlexAttention's block mask over whole blocks: causality, padding and
+    the caller's mask, each read inside the kernel from a small tensor, and
+    never a padded key.
+    """
+    batch, heads, q_len, k_len = scores_shape
+    # causality alone: the common case, cached
+    if causal and mask is None and token_mask is None:
+        return causal_block_mask(q_len, k_len, device)
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    padded_q, padded_k = _flex_lengths(q_len, k_len, device)
+    keys, offset = (
+        torch.tensor(k_len, device=device),
+        torch.tensor(k_len - q_len, device=device),
+    )
+    conditions = [lambda b, h, q_idx, kv_idx: kv_idx < keys]
+    # None: the block mask broadcasts over that dim
+    mask_batch = mask_heads = None
+    # :math:`j \le k_\text{len} - q_\text{len} + i`
+    if causal:
+        conditions.append(lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + offset)
+    # ``[batch, k_len]``, True = real; padded keys False
+    if token_mask is not None:
+        keep = F.pad(token_mask, (0, padded_k - k_len), value=False)
+        conditions.append(lambda b, h, q_idx, kv_idx: keep[b, kv_idx])
+        mask_batch = batch
+    # ``[q_len, k_len]`` or ``[batch|1, heads|1, q_len, k_len]``, checked
+    # at the call's entry
+    if mask is not None:
+        attend = F.pad(
+            mask.expand(scores_shape),
+            (0, padded_k - k_len, 0, padded_q - q_len),
+            value=False,
         )
-        conditions = [lambda b, h, q_idx, kv_idx: kv_idx < keys]
-        # None: the block mask broadcasts over that dim
-        mask_batch = mask_heads = None
-        if self.causal:
-            conditions.append(
-                lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + offset
-            )
-        # [batch, k_len], True = real; padded keys False
-        if token_mask is not None:
-            keep = F.pad(token_mask, (0, padded_k - k_len), value=False)
-            conditions.append(lambda b, h, q_idx, kv_idx: keep[b, kv_idx])
-            mask_batch = batch
-        # [q_len, k_len] or [batch|1, heads|1, q_len, k_len], checked by
-        # _project
-        if mask is not None:
-            attend = F.pad(
-                mask.expand(scores_shape),
-                (0, padded_k - k_len, 0, padded_q - q_len),
-                value=False,
-            )
-            conditions.append(
-                lambda b, h, q_idx, kv_idx: attend[b, h, q_idx, kv_idx]
-            )
-            mask_batch, mask_heads = batch, heads
-
-        def mask_mod(b, h, q_idx, kv_idx):
-            allowed = conditions[0](b, h, q_idx, kv_idx)
-            for condition in conditions[1:]:
-                allowed = allowed & condition(b, h, q_idx, kv_idx)
-            return allowed
-
-        return create_block_mask(
-            mask_mod, mask_batch, mask_heads, padded_q, padded_k, device=device
+        conditions.append(
+            lambda b, h, q_idx, kv_idx: attend[b, h, q_idx, kv_idx]
         )
+        mask_batch, mask_heads = batch, heads
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        allowed = conditions[0](b, h, q_idx, kv_idx)
+        for condition in conditions[1:]:
+            allowed = allowed & condition(b, h, q_idx, kv_idx)
+        return allowed
+
+    return create_block_mask(
+        mask_mod, mask_batch, mask_heads, padded_q, padded_k, device=device
+    )

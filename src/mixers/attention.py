@@ -831,25 +831,7 @@ class MultiHeadAttention(nn.Module):
         [batch, heads, q_len, k_len])`` with ``need_weights=True`` (eager).
         """
         check_attention_call(self, query, key, value, mask, token_mask, cache)
-        self_attention = key is None or key is query
-        key = query if key is None else key
-        value = key if value is None else value
-        # A padded key gets weight 0, but :math:`0 \cdot \text{NaN} =
-        # \text{NaN}`: so padded inputs are zeroed before they are projected,
-        # and whatever they hold never reaches a real token's output or
-        # gradient -- nor, in self-attention, the padded queries' rows.
-        if token_mask is not None:
-            given_key, key = key, zero_padding(key, token_mask)
-            value = (
-                key if value is given_key else zero_padding(value, token_mask)
-            )
-            query = key if self_attention else query
-        # :math:`Q W^Q, K W^K, V W^V`, each split into heads:
-        # ``[batch, heads, seq, d_head]``.
-        q, k, v = (
-            self.split_heads(x)
-            for x in self.project_qkv(query, key, value, self_attention)
-        )
+        q, k, v = self.project_heads(query, key, value, token_mask)
         q_len = q.shape[-2]
         # Query i sits at position :math:`k_\text{len} - q_\text{len} + i`:
         # the queries are the *last* :math:`q_\text{len}` keys. The caller's
@@ -937,6 +919,25 @@ class MultiHeadAttention(nn.Module):
             return attend
         causal = causal_mask(q_len, k_len, device=device)
         return causal if attend is None else attend & causal
+
+    def project_heads(self, query, key, value, token_mask=None):
+        """:math:`Q W^Q, K W^K, V W^V`, each split into heads ``[batch, heads,
+        seq, d_head]``; key None is self-attention, value None is the key."""
+        self_attention = key is None or key is query
+        key = query if key is None else key
+        value = key if value is None else value
+        # A padded key gets weight 0, but :math:`0 \cdot \text{NaN} =
+        # \text{NaN}`: so padded inputs are zeroed before they are projected,
+        # and whatever they hold never reaches a real token's output or
+        # gradient -- nor, in self-attention, the padded queries' rows.
+        if token_mask is not None:
+            given_key, key = key, zero_padding(key, token_mask)
+            value = (
+                key if value is given_key else zero_padding(value, token_mask)
+            )
+            query = key if self_attention else query
+        projected = self.project_qkv(query, key, value, self_attention)
+        return tuple(self.split_heads(x) for x in projected)
 
     def project_qkv(self, query, key, value, self_attention: bool = False):
         """q, k, v ``[batch, seq, d_model]`` of the inputs. With ``in_proj``,

@@ -24,7 +24,7 @@ from ._checks import (
     check_positive_float,
     check_positive_int,
 )
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, family_arguments
 
 __all__ = [
     "sinusoidal_table",
@@ -318,37 +318,14 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     (``2π·base``).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        dropout: float = 0.0,
-        bias: bool = True,
-        causal: bool = False,
-        kdim: int | None = None,
-        vdim: int | None = None,
-        backend: str = "auto",
-        scale: float | None = None,
-        cpu_bf16_sdpa_in_float32: bool = True,
-        base: float = 10000.0,
-    ):
-        super().__init__(
-            d_model,
-            n_heads,
-            dropout=dropout,
-            bias=bias,
-            causal=causal,
-            kdim=kdim,
-            vdim=vdim,
-            backend=backend,
-            scale=scale,
-            cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32,
-        )
+    @family_arguments
+    def __init__(self, *args, base: float = 10000.0, **kwargs):
+        super().__init__(*args, **kwargs)
         if self.d_head % 2:
             raise ValueError(
                 "rotary embeddings rotate channel pairs: d_head = d_model /"
-                f" n_heads must be even, got d_model={d_model},"
-                f" n_heads={n_heads}, d_head={self.d_head}"
+                f" n_heads must be even, got d_model={self.d_model},"
+                f" n_heads={self.n_heads}, d_head={self.d_head}"
             )
         self.base = check_positive_float("base", base)
         # ((device, dtype), cos, sin, e^{iθ}) for positions 0, 1, ...,
