@@ -448,26 +448,15 @@ def check_token_ids(
 
 
 def check_attention_arguments(
-    d_model,
-    n_heads,
-    dropout,
-    bias,
-    causal,
-    kdim,
-    vdim,
-    scale,
-    cpu_bf16_sdpa_in_float32,
+    d_model, n_heads, kdim, vdim, dropout, scale, **flags
 ) -> None:
     """The constructor arguments of :class:`MultiHeadAttention` (the whole
     family's): :math:`d_\\text{model}` must split into :math:`H` heads of
-    :math:`d_\\text{head} = d_\\text{model} / H` channels."""
+    :math:`d_\\text{head} = d_\\text{model} / H` channels. ``flags``:
+    ``bias``, ``causal``, ``cpu_bf16_sdpa_in_float32``."""
     check_positive_int("d_model", d_model)
     check_positive_int("n_heads", n_heads)
-    check_flags(
-        bias=bias,
-        causal=causal,
-        cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32,
-    )
+    check_flags(**flags)
     if d_model % n_heads != 0:
         raise ValueError(
             f"d_model={d_model} must be divisible by n_heads={n_heads}"
@@ -642,18 +631,11 @@ def _check_positions(positions, name: str, length_name: str, length: int):
 
 
 def check_alibi_bias_arguments(
-    q_len,
-    k_len,
-    causal,
-    symmetric,
-    q_offset,
-    query_positions,
-    key_positions,
-    dtype,
+    q_len, k_len, q_offset, query_positions, key_positions, dtype, **flags
 ) -> int:
     """``alibi_bias``'s arguments; returns ``q_offset`` with its default
-    filled in."""
-    check_flags(causal=causal, symmetric=symmetric)
+    filled in. ``flags``: ``causal``, ``symmetric``."""
+    check_flags(**flags)
     if dtype is not None and (
         not isinstance(dtype, torch.dtype) or not dtype.is_floating_point
     ):

@@ -215,12 +215,12 @@ def alibi_bias(
     q_offset = check_alibi_bias_arguments(
         q_len,
         k_len,
-        causal,
-        symmetric,
         q_offset,
         query_positions,
         key_positions,
         dtype,
+        causal=causal,
+        symmetric=symmetric,
     )
     dtype = slopes.dtype if dtype is None else dtype
     if device is None:
@@ -544,38 +544,16 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
             dtype=dtype,
         )
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor | None = None,
-        value: Tensor | None = None,
-        *,
-        mask: Tensor | None = None,
-        token_mask: Tensor | None = None,
-        need_weights: bool = False,
-        cache=None,
-    ):
-        # The base class runs "eager" and "sdpa" (and anything with
-        # need_weights, which is eager, or a decoding step with a cache: one
-        # query row, where a whole-block kernel would waste 127 of 128 rows);
-        # only "flex" needs a path of its own, because the bias must not be
-        # materialised for it.
-        if self._runs_flex(query, key, need_weights, cache):
-            return self._flex_forward(query, key, value, mask, token_mask)
-        return super().forward(
-            query,
-            key,
-            value,
-            mask=mask,
-            token_mask=token_mask,
-            need_weights=need_weights,
-            cache=cache,
-        )
-
     def _runs_flex(self, query, key, need_weights, cache) -> bool:
         """Whether this call runs the flex kernel: backend "flex", or "auto"
         on a GPU where the bias would exceed ``MAX_KEPT_BIAS_BYTES`` and
-        nothing rules flex out (attention dropout while training)."""
+        nothing rules flex out (attention dropout while training).
+
+        The base class runs "eager" and "sdpa", and anything with
+        ``need_weights`` (eager) or a decoding step with a cache (one query
+        row, where a whole-block kernel would waste 127 of 128 rows); only
+        "flex" needs a path of its own, because the bias must not be
+        materialised for it."""
         if need_weights or cache is not None or self.backend == "eager":
             return False
         if self.backend != "auto":

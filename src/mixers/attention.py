@@ -121,14 +121,7 @@ def fused_attention(
 
 
 def masked_fused_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    attend: Tensor | None = None,
-    bias: Tensor | None = None,
-    *,
-    may_empty_rows: bool = True,
-    **kwargs,
+    q, k, v, attend=None, bias=None, *, may_empty_rows=True, **kwargs
 ) -> Tensor:
     r""":func:`fused_attention` with the package's masks: a "may attend"
     mask ``attend`` and/or an additive ``bias`` (ALiBi's), and a query that
@@ -727,13 +720,13 @@ class MultiHeadAttention(nn.Module):
         check_attention_arguments(
             d_model,
             n_heads,
-            dropout,
-            bias,
-            causal,
             kdim,
             vdim,
+            dropout,
             scale,
-            cpu_bf16_sdpa_in_float32,
+            bias=bias,
+            causal=causal,
+            cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32,
         )
         self.d_model, self.n_heads = d_model, n_heads
         self.d_head = d_model // n_heads
@@ -797,6 +790,12 @@ class MultiHeadAttention(nn.Module):
         it."""
         return None
 
+    def _runs_flex(self, query, key, need_weights, cache) -> bool:
+        """Hook: whether this call runs on the subclass's FlexAttention path,
+        ``_flex_forward(query, key, value, mask, token_mask)``. Never here;
+        ALiBi overrides it."""
+        return False
+
     def transform_qk(
         self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0
     ) -> tuple[Tensor, Tensor]:
@@ -830,6 +829,10 @@ class MultiHeadAttention(nn.Module):
         own. Returns output ``[batch, q_len, d_model]``, or ``(output, weights
         [batch, heads, q_len, k_len])`` with ``need_weights=True`` (eager).
         """
+        # A subclass may run the call on a kernel of its own: ALiBi's flex
+        # backend computes its bias inside the kernel.
+        if self._runs_flex(query, key, need_weights, cache):
+            return self._flex_forward(query, key, value, mask, token_mask)
         check_attention_call(self, query, key, value, mask, token_mask, cache)
         q, k, v = self.project_heads(query, key, value, token_mask)
         q_len = q.shape[-2]
