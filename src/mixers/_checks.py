@@ -701,3 +701,21 @@ def check_flex_backward(q: Tensor, k: Tensor, v: Tensor) -> None:
             " or call it under torch.no_grad() (or"
             " torch.inference_mode()) for inference"
         )
+
+
+def check_context_and_question(x, question, token_mask, d_model) -> None:
+    """``BiAttention``'s inputs: a context and a question of width
+    ``d_model``, one batch, and the question's ``token_mask``."""
+    for name, t, length in (
+        ("x", x, "x_len"),
+        ("question", question, "q_len"),
+    ):
+        expected = f"[batch, {length}, d_model={d_model}]"
+        check_tensor(t, name, expected, ndim=3, width=d_model)
+    if x.shape[0] != question.shape[0]:
+        raise ValueError(
+            "x and question must have the same batch size, got"
+            f" {tuple(x.shape)}, {tuple(question.shape)}"
+        )
+    if token_mask is not None:
+        check_token_mask(token_mask, *question.shape[:2])

@@ -1,16 +1,30 @@
-"""Attention: the token mixer that lets every position read from every other
+r"""Attention: the token mixer that lets every position read from every other
 one.
 
-Each layer here computes ``softmax(score(q, k)) @ v``; they differ only in the
-score:
+Each layer here computes, for query :math:`q_i` and keys and values
+:math:`k_j, v_j`,
 
-- scaled dot product, ``q·k / sqrt(d_k)`` (Vaswani et al., 2017):
-  ``dot_product_attention``, ``DotProductAttention`` and, with learned
-  projections and several heads, ``MultiHeadAttention``;
-- additive, ``vᵀ tanh(W_q q + W_k k)`` (Bahdanau et al., 2015):
-  ``AdditiveAttention``, and its one-vector cousin ``SingleLayerAttention``;
+.. math::
+
+    \operatorname{attn}(q_i) = \sum_j \alpha_{ij} v_j, \qquad
+    \alpha_{ij} = \frac{e^{s(q_i, k_j)}}{\sum_{j'} e^{s(q_i, k_{j'})}},
+
+and they differ only in the score :math:`s`:
+
+- scaled dot product, :math:`s = q_i^\top k_j / \sqrt{d_k}` (Vaswani et al.,
+  2017): :func:`dot_product_attention`, :class:`DotProductAttention` and, with
+  learned projections and several heads, :class:`MultiHeadAttention`;
+- additive, :math:`s = u^\top \tanh(W_q q_i + W_k k_j)` (Bahdanau et al.,
+  2015): :class:`AdditiveAttention`, and its one-vector cousin
+  :class:`SingleLayerAttention`;
 - trilinear, read in both directions (BiDAF, Seo et al., 2017):
-  ``BiAttention``.
+  :class:`BiAttention`.
+
+The layers and their defects to fix come from the 2022 blog post "Some
+attention code explanations", which collects the attention layers of one
+library (its dot product is never divided by :math:`\sqrt{d_k}`, and a fully
+masked row there becomes NaN); the book's attention and multi-head chapters
+read this module beside it.
 
 Conventions shared by everything below:
 
@@ -23,9 +37,9 @@ Conventions shared by everything below:
   ``token_mask`` ``[batch, k_len]`` is True at *real* key tokens and False at
   padding (the opposite of ``torch.nn.MultiheadAttention``'s
   ``key_padding_mask``). A mask that allows nothing is refused as inverted;
-- a masked key gets exactly zero weight, and a query with nothing to attend to
-  gets zero weights and a zero output -- never NaN, in the forward or the
-  backward pass;
+- a masked key gets exactly zero weight, :math:`\alpha_{ij} = 0`, and a query
+  with nothing to attend to gets zero weights and a zero output -- never NaN,
+  in the forward or the backward pass;
 - every layer returns its output, or ``(output, weights)`` with
   ``need_weights=True``;
 - every sequence holds at least one position: an empty one is refused with a
@@ -48,6 +62,7 @@ from ._checks import (
     check_attention_mask,
     check_bias,
     check_choice,
+    check_context_and_question,
     check_dropout,
     check_finite_float,
     check_non_negative_int,
@@ -56,7 +71,6 @@ from ._checks import (
     check_scale,
     check_softmax_inputs,
     check_tensor,
-    check_token_mask,
 )
 
 __all__ = [
@@ -91,7 +105,9 @@ def fused_attention(
     **kwargs,
 ) -> Tensor:
     """``torch.nn.functional.scaled_dot_product_attention``, but bf16 on the
-    CPU runs in float32.
+    CPU runs in float32. Torch's arguments and torch's meaning: a query that
+    may attend to nothing gets whatever the kernel gives
+    (:func:`masked_fused_attention` takes the package's masks instead).
 
     Under CPU autocast, q, k and v arrive in bfloat16, and torch's CPU
     flash-attention kernel is slower in bfloat16 than in float32 (torch 2.13 on
@@ -102,6 +118,7 @@ def fused_attention(
     Any other dtype or device, or ``cpu_bf16_in_float32=False``: torch's call
     as is. ``attn_mask`` and ``kwargs`` are torch's.
     """
+    # Anything but bf16 on a CPU: torch's call as it is.
     if (
         not cpu_bf16_in_float32
         or q.device.type != "cpu"
@@ -110,9 +127,11 @@ def fused_attention(
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, **kwargs
         )
+    # bf16 on a CPU: :math:`\operatorname{softmax}(q k^\top) v` in float32
+    # (an additive float mask too), rounded back to bf16 once, at the end.
+    # CPU autocast would cast the inputs back to bf16, so it is off here.
     if attn_mask is not None and attn_mask.dtype != torch.bool:
         attn_mask = attn_mask.float()
-    # CPU autocast would cast the inputs back to bf16
     with torch.autocast("cpu", enabled=False):
         out = F.scaled_dot_product_attention(
             q.float(), k.float(), v.float(), attn_mask=attn_mask, **kwargs
@@ -138,6 +157,8 @@ def masked_fused_attention(
     """
     if attend is None and bias is None:
         return fused_attention(q, k, v, **kwargs)
+    # A bool mask as it is, when no row can be empty; else an empty row
+    # (:math:`\alpha_{ij} = 0/0`) reads every key inside the kernel.
     empty_rows = None
     if bias is None and not may_empty_rows:
         attn_mask = attend
@@ -171,20 +192,22 @@ def masked_fused_attention(
 def masked_softmax(
     scores: Tensor, mask: Tensor | None = None, dim: int = -1
 ) -> Tensor:
-    """Softmax of ``scores`` over ``dim`` that gives masked entries exactly
-    zero weight.
+    r"""Softmax of ``scores`` over ``dim`` that gives masked entries exactly
+    zero weight: :math:`\alpha_j = e^{s_j} / \sum_{j' \in M} e^{s_{j'}}` for
+    :math:`j` in the kept set :math:`M`, else 0.
 
-    scores: ``[..., n]`` floats; entries equal to -inf (say, from an additive
-    bias) count as masked. mask:   bool broadcastable to ``scores``, True =
-    keep. Returns weights of the shape of ``scores``; a row with nothing left
-    gets all zeros.
+    scores: ``[..., n]`` floats; entries equal to :math:`-\infty` (say, from
+    an additive bias) count as masked. mask: bool broadcastable to
+    ``scores``, True = keep. Returns weights of the shape of ``scores``; a row
+    with nothing left gets all zeros.
     """
     check_softmax_inputs(scores, mask)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    # A row that is all -inf would be exp(-inf) / sum = 0/0 = NaN. Zeroing it
-    # afterwards would fix the forward pass only: the softmax's backward
-    # multiplies by its NaN output, and NaN * 0 is NaN. So such rows get finite
+    # A row that is all :math:`-\infty` would be :math:`e^{-\infty} / \sum_j
+    # e^{-\infty} = 0/0 = \text{NaN}`. Zeroing it afterwards would fix the
+    # forward pass only: the softmax's backward multiplies by its NaN output,
+    # and :math:`\text{NaN} \cdot 0 = \text{NaN}`. So such rows get finite
     # scores before the softmax, and zero weights after it.
     empty_rows = (scores == float("-inf")).all(dim=dim, keepdim=True)
     weights = torch.softmax(scores.masked_fill(empty_rows, 0.0), dim=dim)
@@ -194,8 +217,8 @@ def masked_softmax(
 def causal_mask(
     q_len: int, k_len: int | None = None, device=None, q_offset=None
 ) -> Tensor:
-    """Bool ``[q_len, k_len]``, True where query i may attend to key j, i.e.
-    key j is not in its future: ``j <= q_offset + i``.
+    r"""Bool ``[q_len, k_len]``, True where query i may attend to key j, i.e.
+    key j is not in its future: :math:`j \le q_\text{offset} + i`.
 
     Query i sits at index ``q_offset + i`` among the keys, by default
     ``k_len - q_len + i``: the queries are the *last* q_len of the k_len
@@ -215,20 +238,23 @@ def causal_mask(
         q_offset = k_len - q_len
     else:
         check_non_negative_int("q_offset", q_offset)
+    # Query i at :math:`q_\text{offset} + i` among the keys; the mask is the
+    # lower triangle shifted right by :math:`q_\text{offset}`.
     query_index = torch.arange(q_offset, q_offset + q_len, device=device)
     key_index = torch.arange(k_len, device=device)
     return key_index[None, :] <= query_index[:, None]
 
 
 def zero_padding(x: Tensor, token_mask: Tensor | None) -> Tensor:
-    """x ``[batch, seq, ...]`` with its padded positions (``token_mask``
+    r"""x ``[batch, seq, ...]`` with its padded positions (``token_mask``
     ``[batch, seq]`` False) set to 0; x itself when token_mask is None.
 
-    ``torch.where``, not ``x * mask``: 0 · inf and 0 · NaN are NaN, whereas a
-    selected zero is zero whatever the padding held, and passes a zero gradient
-    back to it. Zeroing matters even where no real output reads a padded
-    position: a layer's weight gradient sums over every position, so a NaN left
-    there would reach it as 0 · NaN = NaN.
+    ``torch.where``, not ``x * mask``: :math:`0 \cdot \infty` and :math:`0
+    \cdot \text{NaN}` are NaN, whereas a selected zero is zero whatever the
+    padding held, and passes a zero gradient back to it. Zeroing matters even
+    where no real output reads a padded position: a layer's weight gradient
+    :math:`\partial L / \partial W = \sum_t x_t^\top \delta_t` sums over
+    every position, so a NaN left there would reach it.
     """
     if token_mask is None:
         return x
@@ -245,6 +271,7 @@ def zero_padding(x: Tensor, token_mask: Tensor | None) -> Tensor:
             f" {tuple(x.shape[:2])} (the first two dims of x), got"
             f" {tuple(token_mask.shape)}"
         )
+    # ``[batch, seq, 1, ...]``: one flag per position, over its features.
     keep = token_mask.view(*token_mask.shape, *[1] * (x.dim() - 2))
     return torch.where(
         keep, x, torch.zeros((), dtype=x.dtype, device=x.device)
@@ -274,13 +301,16 @@ def token_mask_to_attention_mask(token_mask: Tensor) -> Tensor:
 
 
 def score_scale(q: Tensor, scale: float | None = None) -> float:
-    """The factor the scores ``q·k`` are multiplied by: ``scale`` (checked),
-    or by default ``1/sqrt(d_k)``, ``d_k = q.shape[-1]``."""
+    r"""The factor the scores :math:`q \cdot k` are multiplied by: ``scale``
+    (checked), or by default :math:`1/\sqrt{d_k}`, :math:`d_k` =
+    ``q.shape[-1]``."""
     scale = check_scale(scale)
     if scale is None:
-        # q·k sums d_k products: with unit-variance entries its variance is
-        # d_k. Dividing by sqrt(d_k) keeps scores O(1), so the softmax neither
-        # saturates nor starves its gradient.
+        # :math:`q \cdot k = \sum_{c=1}^{d_k} q_c k_c` sums :math:`d_k`
+        # products: with independent unit-variance entries,
+        # :math:`\operatorname{Var}(q \cdot k) = d_k`. Dividing by
+        # :math:`\sqrt{d_k}` keeps the scores :math:`O(1)`, so the softmax
+        # neither saturates nor starves its gradient.
         scale = 1.0 / math.sqrt(q.shape[-1])
     return scale
 
@@ -294,8 +324,9 @@ def dot_product_attention(
     scale: float | None = None,
     dropout_p: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
-    """Eager attention that also returns its weights: ``softmax(q kᵀ * scale +
-    bias) v``.
+    r"""Eager attention that also returns its weights:
+    :math:`\operatorname{softmax}(\sigma\, q k^\top + b)\, v`, with the
+    scale :math:`\sigma` and bias :math:`b`.
 
     Unlike ``torch.nn.functional.scaled_dot_product_attention``, which returns
     the output alone, this returns ``(output, weights)``: it is the reference
@@ -314,13 +345,19 @@ def dot_product_attention(
     scores_shape = check_qkv(q, k, v)
     check_dropout(dropout_p, "dropout_p")
     scale = score_scale(q, scale)
-    scores = (q @ k.transpose(-2, -1)) * scale
     if bias is not None:
         check_bias(bias, scores_shape)
-        scores = scores + bias
     if mask is not None:
         check_attention_mask(mask, scores_shape)
+    # :math:`s_{ij} = \sigma\, q_i \cdot k_j + b_{ij}`, ``[..., q_len,
+    # k_len]``.
+    scores = (q @ k.transpose(-2, -1)) * scale
+    if bias is not None:
+        scores = scores + bias
+    # :math:`\alpha_{ij}`, exactly 0 where the mask says no.
     weights = masked_softmax(scores, mask)
+    # :math:`\sum_j \alpha_{ij} v_j`; dropout drops weights *after* they
+    # are returned, so the returned rows sum to 1.
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return dropped @ v, weights
 
@@ -328,7 +365,8 @@ def dot_product_attention(
 def attention_in_blocks(
     q: Tensor, k: Tensor, v: Tensor, block_size: int = 64
 ) -> Tensor:
-    r"""``softmax(q kᵀ / sqrt(d_k)) v`` without ever holding all the scores:
+    r""":math:`\operatorname{softmax}(q k^\top / \sqrt{d_k})\, v` without
+    ever holding all the scores:
     the keys are read ``block_size`` at a time, with the online softmax that
     fused kernels (FlashAttention) tile. For teaching and testing; the layers
     call torch's fused kernel.
@@ -347,12 +385,16 @@ def attention_in_blocks(
     check_qkv(q, k, v)
     check_positive_int("block_size", block_size)
     scale = score_scale(q)
+    # :math:`m = -\infty`, :math:`\ell = 0`, :math:`o = 0` before any key.
     rows = q.shape[:-1] + (1,)
     largest = torch.full(rows, -math.inf, dtype=q.dtype, device=q.device)
     total = torch.zeros(rows, dtype=q.dtype, device=q.device)
     out = torch.zeros(
         q.shape[:-1] + v.shape[-1:], dtype=q.dtype, device=q.device
     )
+    # One block of keys at a time: :math:`m' = \max(m, \max_j s_j)`, both
+    # sums rescaled by :math:`e^{m - m'}` (0 at the first block, where
+    # :math:`m = -\infty`), then the block's terms added.
     for start in range(0, k.shape[-2], block_size):
         keys = k[..., start : start + block_size, :]
         scores = (q @ keys.transpose(-2, -1)) * scale  # [..., q_len, block]
@@ -362,6 +404,7 @@ def attention_in_blocks(
         total = total * rescale + weights.sum(-1, keepdim=True)
         out = out * rescale + weights @ v[..., start : start + block_size, :]
         largest = new_largest
+    # :math:`o / \ell = \sum_j e^{s_j} v_j / \sum_j e^{s_j}`.
     return out / total
 
 
@@ -370,8 +413,9 @@ def attention_in_blocks(
 
 
 class DotProductAttention(nn.Module):
-    """``dot_product_attention`` as a module, with dropout on the weights while
-    training.
+    r""":func:`dot_product_attention` as a module, with dropout on the weights
+    while training: :math:`\operatorname{softmax}(q k^\top / \sqrt{d_k})\,
+    v` by default, the blog post's layer with its temperature restored.
 
     forward(q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[..., k_len,
     d_v]``, mask, bias, need_weights) -> output ``[..., q_len, d_v]``, or
@@ -393,13 +437,14 @@ class DotProductAttention(nn.Module):
 
 
 class SingleLayerAttention(nn.Module):
-    """Attention scored by one learned vector: ``score(i, j) = LeakyReLU((q_i -
-    k_j) · w)``.
+    r"""Attention scored by one learned vector, as in the blog post:
+    :math:`s_{ij} = \operatorname{LeakyReLU}\big((q_i - k_j)^\top w\big)`.
 
-    This is a variant of additive attention ``vᵀ tanh(W_q q_i + W_k k_j)`` with
-    a one-unit hidden layer: ``W_q = w``, ``W_k = -w`` (the same vector with a
-    sign flip), LeakyReLU for tanh and ``v = 1``. Since the score is monotone
-    in ``q_i·w - k_j·w``, every query ranks the keys alike.
+    This is a variant of additive attention :math:`u^\top \tanh(W_q q_i + W_k
+    k_j)` with a one-unit hidden layer: :math:`W_q = w^\top`, :math:`W_k =
+    -w^\top` (the same vector with a sign flip), LeakyReLU for tanh and
+    :math:`u = 1`. Since the score is monotone in :math:`q_i^\top w -
+    k_j^\top w`, every query ranks the keys alike.
 
     forward(q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[..., k_len,
     d_v]``, mask bool ``[..., q_len, k_len]``, need_weights) -> output ``[...,
@@ -427,9 +472,9 @@ class SingleLayerAttention(nn.Module):
             )
         if mask is not None:
             check_attention_mask(mask, scores_shape)
-        # (q_i - k_j)·w = q_i·w - k_j·w: two matrix-vector products and a
-        # broadcast subtraction give every score, without the [q_len, k_len,
-        # d_k] tensor of differences.
+        # :math:`(q_i - k_j)^\top w = q_i^\top w - k_j^\top w`: two
+        # matrix-vector products and a broadcast subtraction give every score,
+        # without the ``[q_len, k_len, d_k]`` tensor of differences.
         q_scores = q @ self.weight  # [..., q_len, 1]
         k_scores = (k @ self.weight).transpose(-2, -1)  # [..., 1, k_len]
         scores = F.leaky_relu(q_scores - k_scores, self.negative_slope)
@@ -439,14 +484,14 @@ class SingleLayerAttention(nn.Module):
 
 
 class AdditiveAttention(nn.Module):
-    """Bahdanau attention: ``score(i, j) = vᵀ tanh(W_q q_i + W_k k_j)``; q and
-    k may differ in width.
+    r"""Bahdanau attention: :math:`s_{ij} = u^\top \tanh(W_q q_i + W_k
+    k_j)`; q and k may differ in width.
 
-    ``W_q`` is ``q_proj``, ``W_k`` is ``k_proj`` and ``v`` is ``score_proj``
-    (no biases, Xavier init). forward(q ``[..., q_len, d_q]``, k ``[..., k_len,
-    d_k]``, v ``[..., k_len, d_v]``, mask bool ``[..., q_len, k_len]``,
-    need_weights) -> output ``[..., q_len, d_v]``, or ``(output, weights [...,
-    q_len, k_len])``.
+    :math:`W_q` is ``q_proj``, :math:`W_k` is ``k_proj`` and :math:`u` is
+    ``score_proj`` (no biases, Xavier init). forward(q ``[..., q_len, d_q]``,
+    k ``[..., k_len, d_k]``, v ``[..., k_len, d_v]``, mask bool ``[..., q_len,
+    k_len]``, need_weights) -> output ``[..., q_len, d_v]``, or ``(output,
+    weights [..., q_len, k_len])``.
     """
 
     def __init__(
@@ -480,8 +525,9 @@ class AdditiveAttention(nn.Module):
             )
         if mask is not None:
             check_attention_mask(mask, scores_shape)
-        # [..., q_len, 1, d_hidden] + [..., 1, k_len, d_hidden]: one hidden
-        # vector per (i, j) pair.
+        # :math:`\tanh(W_q q_i + W_k k_j)`: ``[..., q_len, 1, d_hidden] +
+        # [..., 1, k_len, d_hidden]``, one hidden vector per pair
+        # :math:`(i, j)`.
         hidden = torch.tanh(
             self.q_proj(q).unsqueeze(-2) + self.k_proj(k).unsqueeze(-3)
         )
@@ -496,17 +542,17 @@ class AdditiveAttention(nn.Module):
 
 
 class KVCache:
-    """The keys and values a self-attention layer has made so far, for decoding
-    token by token.
+    r"""The keys and values a self-attention layer has made so far, for
+    decoding token by token.
 
     A language model writes one token at a time, and attention's keys and
     values for the tokens before it do not change when it does (causal
     attention: no token reads its future). So each layer keeps them, ``k`` and
     ``v`` ``[batch, heads, seq, d_head]``, and a new token projects only its
     own query, key and value: one row of attention per token instead of the
-    whole window, O(n·d) per token instead of O(n²·d). The keys are stored
-    *after* positions are applied (a rotary key stays rotated to its own
-    position), so they are read as they were made.
+    whole window, :math:`O(n d)` per token instead of :math:`O(n^2 d)`. The
+    keys are stored *after* positions are applied (a rotary key stays rotated
+    to its own position), so they are read as they were made.
 
     ``position`` counts the tokens seen (the position of the next one).
     ``max_context`` (None: every token) keeps only the last ``max_context``
@@ -537,9 +583,12 @@ class KVCache:
                 " lose keys they may read; feed at most max_context tokens at"
                 " a time"
             )
+        # The new tokens' keys and values join the end: the queries are the
+        # last keys, :math:`q_\text{offset} = k_\text{len} - q_\text{len}`.
         self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
         self.position += k.shape[-2]
+        # A sliding window of :math:`w` = ``max_context`` keys: the oldest go.
         if self.max_context is not None:
             self.k, self.v = (
                 self.k[..., -self.max_context :, :],
@@ -601,13 +650,15 @@ class StaticKVCache:
             self.key_positions = torch.full(
                 (self.capacity,), -1, dtype=torch.long, device=k.device
             )
+        # Token :math:`t` to slot :math:`t \bmod c`. Indexed assignment
+        # (``index_put_``): torch.compile writes it in place.
         slots = positions % self.capacity
-        # indexed assignment (``index_put_``): torch.compile writes it in
-        # place
         self.k[:, :, slots] = k.to(self.k.dtype)
         self.v[:, :, slots] = v.to(self.v.dtype)
         self.key_positions[slots] = positions
         self.position.add_(positions.shape[0])
+        # Query :math:`p` reads slot :math:`j` when :math:`p - c < P_j \le p`
+        # (an empty slot holds :math:`P_j = -1`).
         held = self.key_positions[None, :]
         query = positions[:, None]
         attend = (held >= 0) & (held <= query) & (held > query - self.capacity)
@@ -615,12 +666,13 @@ class StaticKVCache:
 
 
 class ProjectionRows:
-    """Rows ``[index·width, (index+1)·width)`` of a fused projection ``linear``
-    as a projection of their own: ``q_proj``, ``k_proj``, ``v_proj`` of a
-    ``MultiHeadAttention`` whose ``in_proj`` holds all three. ``weight`` and
-    ``bias`` are views of its parameters (writing into them writes into
-    ``in_proj``; gradients accumulate on ``in_proj.weight``), and calling it
-    applies them: the layer's own q, k or v of an input."""
+    r"""Rows :math:`[i w, (i + 1) w)` (``index`` :math:`i`, ``width``
+    :math:`w`) of a fused projection ``linear`` as a projection of their own:
+    ``q_proj``, ``k_proj``, ``v_proj`` of a :class:`MultiHeadAttention` whose
+    ``in_proj`` holds all three. ``weight`` and ``bias`` are views of its
+    parameters (writing into them writes into ``in_proj``; gradients
+    accumulate on ``in_proj.weight``), and calling it applies them: the
+    layer's own q, k or v of an input."""
 
     def __init__(self, linear: nn.Linear, index: int, width: int):
         self.linear, self.rows = (
@@ -988,17 +1040,25 @@ def family_arguments(init):
 
 
 class BiAttention(nn.Module):
-    """Context-to-question and question-to-context attention with a trilinear
-    similarity.
+    r"""Context-to-question and question-to-context attention with a trilinear
+    similarity (BiDAF; the HotpotQA baseline's layer, as the blog post shows
+    it).
 
-    ``s(i, j) = w_xᵀ x_i + w_qᵀ q_j + (x_i ⊙ w_dot)ᵀ q_j``, with ``w_x`` =
-    ``input_linear``, ``w_q`` = ``memory_linear``, ``w_dot`` = ``dot_scale``.
-    Context-to-question: ``c_i = Σ_j softmax_j(s_ij) q_j``.
-    Question-to-context: ``b = softmax_i(max_j s_ij)``, ``q2c = Σ_i b_i x_i``.
+    .. math::
+
+        s_{ij} = w_x^\top x_i + w_q^\top q_j + (x_i \odot w_\text{dot})^\top
+        q_j,
+
+    with :math:`w_x` = ``input_linear``, :math:`w_q` = ``memory_linear``,
+    :math:`w_\text{dot}` = ``dot_scale``. Context-to-question: :math:`c_i =
+    \sum_j \operatorname{softmax}_j(s_{ij})\, q_j`. Question-to-context:
+    :math:`b = \operatorname{softmax}_i(\max_j s_{ij})`, :math:`\text{q2c} =
+    \sum_i b_i x_i`.
 
     forward(x ``[batch, x_len, d_model]`` (context), question ``[batch, q_len,
     d_model]``, token_mask bool ``[batch, q_len]`` over the question's tokens,
-    True = real token, False = padding) returns ``[x, c, x ⊙ c, q2c ⊙ c]`` of
+    True = real token, False = padding) returns :math:`[x; c; x \odot c;
+    \text{q2c} \odot c]` of
     shape ``[batch, x_len, 4 * d_model]``, and with ``need_weights=True``
     ``(output, (c2q_weights [batch, x_len, q_len], q2c_weights [batch,
     x_len]))``. Dropout (training only) applies to both inputs, as in the
@@ -1011,9 +1071,10 @@ class BiAttention(nn.Module):
         self.dropout = nn.Dropout(check_dropout(dropout))
         self.input_linear = nn.Linear(d_model, 1, bias=False)
         self.memory_linear = nn.Linear(d_model, 1, bias=False)
-        # All three weight vectors start like nn.Linear's weights,
-        # U(-1/sqrt(d), 1/sqrt(d)): the cross term is a linear layer over the d
-        # products x_i ⊙ q_j, so it gets the same rule.
+        # All three weight vectors start like ``nn.Linear``'s weights,
+        # :math:`U(-1/\sqrt{d}, 1/\sqrt{d})`: the cross term is a linear
+        # layer over the :math:`d` products :math:`x_i \odot q_j`, so it gets
+        # the same rule.
         self.dot_scale = nn.Parameter(torch.empty(d_model))
         bound = 1.0 / math.sqrt(d_model)
         nn.init.uniform_(self.dot_scale, -bound, bound)
@@ -1025,50 +1086,30 @@ class BiAttention(nn.Module):
         token_mask: Tensor | None = None,
         need_weights: bool = False,
     ):
-        check_tensor(
-            x,
-            "x",
-            f"[batch, x_len, d_model={self.d_model}]",
-            ndim=3,
-            width=self.d_model,
-        )
-        check_tensor(
-            question,
-            "question",
-            f"[batch, q_len, d_model={self.d_model}]",
-            ndim=3,
-            width=self.d_model,
-        )
-        if x.shape[0] != question.shape[0]:
-            raise ValueError(
-                "x and question must have the same batch size, got"
-                f" {tuple(x.shape)}, {tuple(question.shape)}"
-            )
-        batch, q_len = question.shape[:2]
-        if token_mask is not None:
-            check_token_mask(token_mask, batch, q_len)
-        # Padded question tokens are zeroed first: their weight is 0, but 0 ·
-        # NaN would be NaN.
+        check_context_and_question(x, question, token_mask, self.d_model)
+        # Padded question tokens are zeroed first: their weight is 0, but
+        # :math:`0 \cdot \text{NaN} = \text{NaN}`.
         x, question = (
             self.dropout(x),
             self.dropout(zero_padding(question, token_mask)),
         )
-
-        # [batch, x_len, q_len]
+        # :math:`s_{ij}`, ``[batch, x_len, q_len]``: the three terms, each
+        # broadcast over the other sequence.
         scores = (
             self.input_linear(x)  # [batch, x_len, 1]
             + self.memory_linear(question).transpose(1, 2)  # [batch, 1, q_len]
             + (x * self.dot_scale) @ question.transpose(1, 2)
         )
         if token_mask is not None:
-            # -inf drops padding from both the softmax over j and the max over
-            # j below.
+            # :math:`-\infty` drops padding from both the softmax over
+            # :math:`j` and the max over :math:`j` below.
             scores = scores.masked_fill(~token_mask[:, None, :], float("-inf"))
+        # :math:`c_i = \sum_j \operatorname{softmax}_j(s_{ij})\, q_j`.
         c2q_weights = masked_softmax(scores)  # [batch, x_len, q_len]
         c2q = c2q_weights @ question  # [batch, x_len, d_model]
-        # Each context word is scored by its best match in the question; one
-        # summary of the context, weighted by those scores, is shared by all
-        # positions.
+        # Each context word is scored by its best match in the question,
+        # :math:`\max_j s_{ij}`; one summary of the context, weighted by
+        # those scores, is shared by all positions.
         q2c_weights = masked_softmax(scores.amax(dim=-1))  # [batch, x_len]
         q2c = q2c_weights.unsqueeze(1) @ x  # [batch, 1, d_model]
         output = torch.cat([x, c2q, x * c2q, q2c * c2q], dim=-1)
