@@ -2,52 +2,62 @@ r"""Attention with Linear Biases (ALiBi): positions as a penalty on distance,
 not as embeddings.
 
 Press, Smith and Lewis, "Train Short, Test Long: Attention with Linear Biases
-Enables Input Length Extrapolation" (ICLR 2022). No position is added to the
-token embeddings; instead every head h adds a bias to its attention scores that
-falls linearly with the distance between the query at position i and the key at
-position j:
+Enables Input Length Extrapolation" (ICLR 2022); the book reads it beside
+labml.ai's annotated implementation ("Attention with Linear Biases (ALiBi)",
+nn.labml.ai), whose maths this page follows. No position is added to the
+token embeddings; instead every head :math:`h` adds a bias to its attention
+scores that falls linearly with the distance between the query at position
+:math:`i` and the key at position :math:`j`:
 
 .. math::
 
     \text{scores}_{h,i,j} = \frac{q_i \cdot k_j}{\sqrt{d_\text{head}}}
         - m_h\,(i - j), \qquad j \le i \text{ (causal)}
 
-The slopes ``m_h`` are fixed, not learned: a geometric series, so that some
-heads look far back (small m) and others only at their neighbours (large m).
-Because the bias depends only on ``i - j``, a model trained on length L sees
-nothing new at length 2L except larger distances, which its heads already
-discount -- the paper's length extrapolation.
+The slopes :math:`m_h` are fixed, not learned: a geometric series, so that
+some heads look far back (small :math:`m_h`) and others only at their
+neighbours (large :math:`m_h`). Because the bias depends only on :math:`i -
+j`, a model trained on length :math:`L` sees nothing new at length :math:`2L`
+except larger distances, which its heads already discount -- the paper's
+length extrapolation.
 
-Two equivalent forms. The paper writes the bias of query i as ``m · [-(i-1),
-..., -1, 0]``; the authors' code, and labml.ai's annotated implementation, add
-``m · j`` instead. The two differ by ``-m · i``, a constant along each softmax
-row (query i), and softmax is shift-invariant per row, so they give the same
-weights. This module computes the relative form ``-m · (i - j)`` from
-*positions*: it is 0 on the diagonal, never positive where attention is
-allowed, and stays correct when query i is not the i-th key (a key/value cache,
-chunked decoding) or when the positions are not ``0, 1, 2, ...`` (left
-padding).
+Two equivalent forms. The paper writes the bias of query :math:`i` as
+:math:`m \cdot [-(i-1), \dots, -1, 0]`; the authors' code, and labml.ai's, add
+:math:`m\,j` instead. The two differ by :math:`-m\,i`, a constant along each
+softmax row (query :math:`i`), and softmax is shift-invariant per row,
+
+.. math::
+
+    \operatorname{softmax}(x + c)_j = \frac{e^{x_j + c}}{\sum_{j'} e^{x_{j'} +
+    c}} = \operatorname{softmax}(x)_j,
+
+so they give the same weights. This module computes the relative form
+:math:`-m\,(i - j)` from *positions*: it is 0 on the diagonal, never positive
+where attention is allowed, and stays correct when query :math:`i` is not the
+:math:`i`-th key (a key/value cache, chunked decoding) or when the positions
+are not :math:`0, 1, 2, \dots` (left padding).
 
 Conventions, shared with ``mixers.attention``:
 
 - shapes are batch-first; the bias is ``[heads, q_len, k_len]``, or ``[batch,
   heads, q_len, k_len]`` when positions are given per sample;
-- query i sits at position ``q_offset + i`` with ``q_offset = k_len - q_len``
-  by default: the queries are the *last* q_len of the k_len keys, as when
-  decoding new tokens after a cache;
-- ``causal=True`` puts ``-inf`` where key j lies after query i in the sequence,
-  i.e. above the diagonal ``j <= q_offset + i`` (by index, like
-  ``mixers.attention.causal_mask``);
-- ``symmetric=True`` uses ``-m · |i - j|`` for bidirectional attention. This is
-  beyond the paper, which only studies causal language models: without a causal
-  mask the plain form ``-m · (i - j)`` is *positive* for future keys and grows
-  with their distance.
+- query :math:`i` sits at position :math:`q_\text{offset} + i` with
+  :math:`q_\text{offset} = k_\text{len} - q_\text{len}` by default: the
+  queries are the *last* q_len of the k_len keys, as when decoding new tokens
+  after a cache;
+- ``causal=True`` puts :math:`-\infty` where key :math:`j` lies after query
+  :math:`i` in the sequence, i.e. outside :math:`j \le q_\text{offset} + i`
+  (by index, like :func:`causal_mask`);
+- ``symmetric=True`` uses :math:`-m\,|i - j|` for bidirectional attention.
+  This is beyond the paper, which only studies causal language models:
+  without a causal mask the plain form :math:`-m\,(i - j)` is *positive* for
+  future keys and grows with their distance.
 
-``AlibiMultiHeadAttention`` is ``mixers.attention.MultiHeadAttention`` with the
-bias supplied through its ``attention_bias`` hook (eager and SDPA backends),
-plus a FlexAttention backend that computes the bias inside the kernel.
-The layout of labml.ai's annotated implementation, the benchmark's "before",
-is ``mixers.bench.alibi.labml_style_alibi_attention``.
+:class:`AlibiMultiHeadAttention` is :class:`MultiHeadAttention` with the bias
+supplied through its ``attention_bias`` hook (eager and SDPA backends), plus a
+FlexAttention backend that computes the bias inside the kernel. The layout of
+labml.ai's implementation, the benchmark's "before", is
+``mixers.bench.alibi.labml_style_alibi_attention``.
 """
 
 from __future__ import annotations
@@ -82,41 +92,46 @@ __all__ = [
 
 
 def _geometric_slopes(n: int) -> list[float]:
-    """``2^(-8/n), 2^(-16/n), ..., 2^(-8)``: the series for a power of two n,
-    in float64.
+    r""":math:`2^{-8/n}, 2^{-16/n}, \dots, 2^{-8}`: the series for a power of
+    two :math:`n`, in float64.
 
-    Each term is one correctly rounded power, ``2^(-8 (i+1) / n)``, rather than
-    a running product, so no rounding error accumulates along the series (for n
-    = 8 every slope is exact).
+    Each term is one correctly rounded power, :math:`m_i = 2^{-8 (i+1) / n}`,
+    rather than a running product, so no rounding error accumulates along the
+    series (for :math:`n = 8` every slope is exact).
     """
     return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
-    """The fixed ALiBi slope ``m_h`` of every head: float32 ``[n_heads]``.
+    r"""The fixed ALiBi slope :math:`m_h` of every head: float32
+    ``[n_heads]``.
 
-    For n a power of two the slopes are the geometric series that starts at
-    ``2^(-8/n)`` and has that same ratio: ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``;
-    8 heads get ``1/2, 1/4, ..., 1/256``.
+    For :math:`n` a power of two the slopes are the geometric series that
+    starts at :math:`2^{-8/n}` and has that same ratio,
 
-    The paper trains only power-of-two head counts. For other n this follows
-    the workaround in the authors' repository: with p the largest power of two
-    below n, the p slopes of the p-head series, followed by every other slope
-    of the 2p-head series, ``2^(-8/(2p)), 2^(-24/(2p)), ...`` (its indices 0,
-    2, 4, ...), until there are n. The 2p series is the p series with one extra
-    slope halfway (in log scale) between each neighbouring pair; its even
-    indices are exactly those new in-between slopes, so no slope repeats. The
-    result keeps the first p heads identical to a p-head model and spreads the
-    extra heads *between* the existing slopes, instead of extending the series
-    below ``2^(-8)`` to ever-flatter, nearly position-blind heads (this reading
-    of why the rule works is the book's own). So the slopes are not monotone in
-    head order: 12 heads get ``2^-1, ..., 2^-8, 2^-0.5, 2^-1.5, 2^-2.5,
-    2^-3.5``. Head order does not matter to the model -- permuting the heads
-    together with their projection weights computes the same function.
+    .. math::
+
+        m_h = 2^{-8 (h + 1) / n}, \qquad h = 0, \dots, n - 1:
+
+    8 heads get :math:`\tfrac12, \tfrac14, \dots, \tfrac1{256}`. The paper
+    trains only power-of-two head counts; for other :math:`n` this follows
+    the workaround in the authors' repository. Head order does not matter to
+    the model -- permuting the heads together with their projection weights
+    computes the same function.
     """
     check_positive_int("n_heads", n_heads)
-    # largest power of two <= n_heads, exact (no float log2)
+    # :math:`p`, the largest power of two :math:`\le n`, exact (no float
+    # :math:`\log_2`).
     p = 1 << (n_heads.bit_length() - 1)
+    # The :math:`p` slopes of the :math:`p`-head series, then every other
+    # slope of the :math:`2p`-head series, :math:`2^{-8/(2p)}, 2^{-24/(2p)},
+    # \dots`, until there are :math:`n`. Those are exactly the slopes halfway
+    # (in log scale) between the first :math:`p`: no slope repeats, the first
+    # :math:`p` heads are a :math:`p`-head model's, and the extra heads fall
+    # *between* its slopes instead of below :math:`2^{-8}`, where heads grow
+    # nearly position-blind (this reading of the rule is the book's own). So
+    # 12 heads get :math:`2^{-1}, \dots, 2^{-8}, 2^{-0.5}, 2^{-1.5},
+    # 2^{-2.5}, 2^{-3.5}`, not monotone in head order.
     slopes = (
         _geometric_slopes(p) + _geometric_slopes(2 * p)[0::2][: n_heads - p]
     )
@@ -141,8 +156,9 @@ def as_slopes(slopes, name: str = "slopes_or_n_heads") -> Tensor:
                 f" [n_heads], got a {slopes.dtype} tensor of shape"
                 f" {tuple(slopes.shape)}"
             )
-        # A negative slope rewards distance: the farthest key would win.
-        # (read back on the CPU only: elsewhere it would wait for the device)
+        # A negative slope rewards distance: with :math:`m_h < 0` the
+        # farthest key would win. (Read back on the CPU only: elsewhere it
+        # would wait for the device.)
         if slopes.device.type == "cpu" and not bool(
             (torch.isfinite(slopes) & (slopes >= 0)).all()
         ):
@@ -258,8 +274,8 @@ def alibi_bias(
     slopes = slopes.to(device=device, dtype=compute)[:, None, None]
     # ``[(batch,) heads, q_len, k_len]``
     bias = -(slopes * distance.to(compute).unsqueeze(-3))
-    # :math:`-\infty` above the causal diagonal :math:`j \le q_\text{offset}
-    # + i`: :math:`e^{-\infty} = 0`, no weight on the future.
+    # :math:`-\infty` in the future, :math:`j > q_\text{offset} + i`:
+    # :math:`e^{-\infty} = 0`, no weight there.
     if causal:
         allowed = causal_mask(q_len, k_len, device, q_offset=q_offset)
         bias = bias.masked_fill(~allowed, float("-inf"))
@@ -270,109 +286,12 @@ def alibi_bias(
 # The layer
 
 
-# torch.compile(flex_attention), built on first use and shared by every module
-# and call: compiling per call (or per module) would re-trace each time. It is
-# compiled for static shapes: torch compiles one kernel per shape (as a model
-# at one length uses), never the dynamic-shape kernel that torch.compile
-# switches to after a second shape, which failed to compile on a CPU in torch
-# 2.13 (a head count of 4, then 6: "cur_kvSplitSize5 was not declared") and
-# then poisoned the shapes that had worked. New slopes, offsets or mask values
-# do not recompile: the score_mod and mask_mod below read them from tensors
-# rather than from Python constants.
-_compiled_flex_attention = None
-# distinct shapes one process may compile before torch falls back to eager
-FLEX_RECOMPILE_LIMIT = 64
-
-
-def compiled_flex_attention():
-    """torch's ``flex_attention``, compiled for static shapes, built on the
-    first call and shared (the layer's flex backend and its benchmark)."""
-    global _compiled_flex_attention
-    if _compiled_flex_attention is None:
-        from torch.nn.attention.flex_attention import flex_attention
-
-        _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
-    return _compiled_flex_attention
-
-
-def _run_flex(*args, **kwargs) -> Tensor:
-    """The compiled kernel, one static-shape compilation per shape (see
-    ``compiled_flex_attention``)."""
-    with torch._dynamo.config.patch(
-        automatic_dynamic_shapes=False, recompile_limit=FLEX_RECOMPILE_LIMIT
-    ):
-        return compiled_flex_attention()(*args, **kwargs)
-
-
-# torch 2.13's compiled CPU FlexAttention kernel returns wrong rows -- errors
-# near 1, or NaN, in batch rows >= 1 -- at some lengths that are not a multiple
-# of its block size: at 40, of the lengths 16, 40, 100, 130 and 200 tried with
-# 4 and 6 heads, in fresh processes (upstream: "accuracy issue with kv length
-# not multiple of kv block size"). So the flex path only ever hands it whole
-# blocks: q, k and v are padded with zeros to a multiple of FLEX_BLOCK_SIZE
-# (torch's default block), the block mask keeps every padded key out of every
-# row, and the padded query rows are dropped.
-FLEX_BLOCK_SIZE = 128
-
 #: The largest bias a layer at its default backend ("auto") keeps between
-#: calls, in bytes: 8 heads at L = 2,048 in bf16. At L = 4,096 the bias would
-#: be 256 MiB, at 16,384 4 GiB; past this size the kernel that computes it
-#: (flex) runs instead, on a GPU.
+#: calls, in bytes: :math:`H \cdot L^2` entries, 8 heads at :math:`L = 2048`
+#: in bf16. At :math:`L = 4096` the bias would be 256 MiB, at :math:`L =
+#: 16384` 4 GiB; past this size the kernel that computes it (flex) runs
+#: instead, on a GPU.
 MAX_KEPT_BIAS_BYTES = 64 * 2**20
-
-
-def _whole_blocks(length: int) -> int:
-    """``length`` rounded up to a multiple of ``FLEX_BLOCK_SIZE``."""
-    return -(-length // FLEX_BLOCK_SIZE) * FLEX_BLOCK_SIZE
-
-
-def _flex_lengths(q_len: int, k_len: int, device) -> tuple[int, int]:
-    """The lengths the flex kernel is handed: whole blocks on a CPU (see
-    ``FLEX_BLOCK_SIZE``), the lengths themselves on a GPU, whose kernel
-    handles a partial last block and needs no padded copy of q, k and v."""
-    if torch.device(device).type != "cpu":
-        return q_len, k_len
-    return _whole_blocks(q_len), _whole_blocks(k_len)
-
-
-@functools.lru_cache(maxsize=16)
-def causal_block_mask(q_len: int, k_len: int, device: torch.device):
-    """FlexAttention's block mask for causal attention, query i at position
-    ``k_len - q_len + i``, over the lengths ``_flex_lengths`` gives (whole
-    blocks on a CPU), with any padded key (``j >= k_len``) masked for every
-    query.
-
-    Building one evaluates the mask at every (query, key) pair, a pass over a
-    dense grid (``python -m mixers.bench.alibi`` times it:
-    ``create_block_mask``). It depends on nothing but the two lengths and the
-    device, so it is cached on exactly those: it cannot go stale. (The ALiBi
-    bias is never cached; the kernel computes it from the slopes.)
-    """
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    # tensors: no recompiling per length
-    offset = torch.tensor(k_len - q_len, device=device)
-    keys = torch.tensor(k_len, device=device)
-    lengths = _flex_lengths(q_len, k_len, device)
-
-    def causal(b, h, q_idx, kv_idx):
-        return (kv_idx <= q_idx + offset) & (kv_idx < keys)
-
-    def self_causal(b, h, q_idx, kv_idx):
-        return kv_idx <= q_idx
-
-    # the kernel evaluates the mask on the diagonal's blocks: the fewest
-    # operations where no key is padded and the queries are the keys (a GPU
-    # training, or a benchmark)
-    exact = lengths == (q_len, k_len) and q_len == k_len
-    mask_mod = self_causal if exact else causal
-    return create_block_mask(mask_mod, None, None, *lengths, device=device)
-
-
-def _pad_positions(x: Tensor, length: int, value=0.0) -> Tensor:
-    """``x [..., seq, d]`` padded with ``value`` along seq to ``length`` (a
-    new, contiguous tensor)."""
-    return F.pad(x, (0, 0, 0, length - x.shape[-2]), value=value).contiguous()
 
 
 class AlibiMultiHeadAttention(MultiHeadAttention):
@@ -484,11 +403,15 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         key = (q_len, k_len, device, dtype, self.causal, *slopes)
         if torch.compiler.is_compiling():
             return self._build_bias(q_len, k_len, device, dtype)
+        # Decoding: one query at the end, a view of one ramp.
         if q_len == 1 and self.causal:
             return self._decoding_row(k_len, key[2:])
+        # At "auto", a bias larger than ``MAX_KEPT_BIAS_BYTES`` is built for
+        # the call alone.
         too_large = self._bias_bytes(q_len, k_len, dtype) > MAX_KEPT_BIAS_BYTES
         if self.backend == "auto" and too_large:
             return self._build_bias(q_len, k_len, device, dtype)
+        # Else kept, under a key of everything the bias depends on.
         if self._bias_cache is None or self._bias_cache[0] != key:
             bias = self._build_bias(q_len, k_len, device, dtype)
             self._bias_cache = (key, bias)
@@ -502,16 +425,21 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         t)`, :math:`t < R`, built once and rebuilt twice as long when
         ``k_len`` passes :math:`R`: a view, not a new bias for every token."""
         device, dtype = key[0], key[1]
+        # Rebuilt, at least twice as long, when the keys outgrow it:
+        # :math:`O(\log n)` builds for :math:`n` tokens.
         ramp = self._ramp_cache
         if ramp is None or ramp[0] != key or ramp[1].shape[-1] < k_len:
             grown = 2 * ramp[1].shape[-1] if ramp and ramp[0] == key else 0
             length = max(k_len, grown)
             row = self._build_bias(1, length, device, dtype)
             self._ramp_cache = ramp = (key, row)
+        # Its last :math:`k_\text{len}` entries: :math:`t = R - k_\text{len} +
+        # j`, so :math:`R - 1 - t = k_\text{len} - 1 - j`.
         return ramp[1][..., ramp[1].shape[-1] - k_len :]
 
     def _bias_bytes(self, q_len: int, k_len: int, dtype) -> int:
-        """Bytes of a ``[heads, q_len, k_len]`` bias in ``dtype``."""
+        r"""Bytes of a ``[heads, q_len, k_len]`` bias in ``dtype``:
+        :math:`H\, q_\text{len}\, k_\text{len}` entries."""
         itemsize = torch.finfo(dtype).bits // 8
         return self.n_heads * q_len * k_len * itemsize
 
@@ -611,6 +539,110 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
             score_mod = alibi_score_mod(exact, q_offset, self.causal)
             self._flex_score_mods[key] = score_mod
         return self._flex_score_mods[key]
+
+
+# -----------------------------------------------------------------------------
+# FlexAttention: the bias computed inside the kernel
+
+
+# torch.compile(flex_attention), built on first use and shared by every module
+# and call: compiling per call (or per module) would re-trace each time. It is
+# compiled for static shapes: torch compiles one kernel per shape (as a model
+# at one length uses), never the dynamic-shape kernel that torch.compile
+# switches to after a second shape, which failed to compile on a CPU in torch
+# 2.13 (a head count of 4, then 6: "cur_kvSplitSize5 was not declared") and
+# then poisoned the shapes that had worked. New slopes, offsets or mask values
+# do not recompile: the score_mod and mask_mod below read them from tensors
+# rather than from Python constants.
+_compiled_flex_attention = None
+# distinct shapes one process may compile before torch falls back to eager
+FLEX_RECOMPILE_LIMIT = 64
+
+
+def compiled_flex_attention():
+    """torch's ``flex_attention``, compiled for static shapes, built on the
+    first call and shared (the layer's flex backend and its benchmark)."""
+    global _compiled_flex_attention
+    if _compiled_flex_attention is None:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
+    return _compiled_flex_attention
+
+
+def _run_flex(*args, **kwargs) -> Tensor:
+    """The compiled kernel, one static-shape compilation per shape (see
+    ``compiled_flex_attention``)."""
+    with torch._dynamo.config.patch(
+        automatic_dynamic_shapes=False, recompile_limit=FLEX_RECOMPILE_LIMIT
+    ):
+        return compiled_flex_attention()(*args, **kwargs)
+
+
+# torch 2.13's compiled CPU FlexAttention kernel returns wrong rows -- errors
+# near 1, or NaN, in batch rows >= 1 -- at some lengths that are not a multiple
+# of its block size: at 40, of the lengths 16, 40, 100, 130 and 200 tried with
+# 4 and 6 heads, in fresh processes (upstream: "accuracy issue with kv length
+# not multiple of kv block size"). So the flex path only ever hands it whole
+# blocks: q, k and v are padded with zeros to a multiple of FLEX_BLOCK_SIZE
+# (torch's default block), the block mask keeps every padded key out of every
+# row, and the padded query rows are dropped.
+FLEX_BLOCK_SIZE = 128
+
+
+def _whole_blocks(length: int) -> int:
+    """``length`` rounded up to a multiple of ``FLEX_BLOCK_SIZE``."""
+    return -(-length // FLEX_BLOCK_SIZE) * FLEX_BLOCK_SIZE
+
+
+def _flex_lengths(q_len: int, k_len: int, device) -> tuple[int, int]:
+    """The lengths the flex kernel is handed: whole blocks on a CPU (see
+    ``FLEX_BLOCK_SIZE``), the lengths themselves on a GPU, whose kernel
+    handles a partial last block and needs no padded copy of q, k and v."""
+    if torch.device(device).type != "cpu":
+        return q_len, k_len
+    return _whole_blocks(q_len), _whole_blocks(k_len)
+
+
+@functools.lru_cache(maxsize=16)
+def causal_block_mask(q_len: int, k_len: int, device: torch.device):
+    r"""FlexAttention's block mask for causal attention, query :math:`i` at
+    position :math:`k_\text{len} - q_\text{len} + i`, over the lengths
+    ``_flex_lengths`` gives (whole blocks on a CPU), with any padded key
+    (:math:`j \ge k_\text{len}`) masked for every query.
+
+    Building one evaluates the mask at every (query, key) pair, a pass over a
+    dense grid (``python -m mixers.bench.alibi`` times it:
+    ``create_block_mask``). It depends on nothing but the two lengths and the
+    device, so it is cached on exactly those: it cannot go stale. (The ALiBi
+    bias is never cached; the kernel computes it from the slopes.)
+    """
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    # :math:`j \le k_\text{len} - q_\text{len} + i` and :math:`j <
+    # k_\text{len}`, the lengths as tensors: no recompiling per length.
+    offset = torch.tensor(k_len - q_len, device=device)
+    keys = torch.tensor(k_len, device=device)
+    lengths = _flex_lengths(q_len, k_len, device)
+
+    def causal(b, h, q_idx, kv_idx):
+        return (kv_idx <= q_idx + offset) & (kv_idx < keys)
+
+    def self_causal(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx
+
+    # :math:`j \le i` alone, where no key is padded and the queries are the
+    # keys (a GPU training, or a benchmark): the kernel evaluates the mask on
+    # the diagonal's blocks, and this is the fewest operations there.
+    exact = lengths == (q_len, k_len) and q_len == k_len
+    mask_mod = self_causal if exact else causal
+    return create_block_mask(mask_mod, None, None, *lengths, device=device)
+
+
+def _pad_positions(x: Tensor, length: int, value=0.0) -> Tensor:
+    """``x [..., seq, d]`` padded with ``value`` along seq to ``length`` (a
+    new, contiguous tensor)."""
+    return F.pad(x, (0, 0, 0, length - x.shape[-2]), value=value).contiguous()
 
 
 def alibi_score_mod(slopes: Tensor, q_offset: int, causal: bool):

@@ -335,9 +335,10 @@ def dot_product_attention(
     q: ``[..., q_len, d_k]``, k: ``[..., k_len, d_k]``, v: ``[..., k_len,
     d_v]``. mask: bool broadcastable to ``[..., q_len, k_len]``, True = may
     attend. bias: float broadcastable to ``[..., q_len, k_len]``, added to the
-    scores (ALiBi, relative positions). scale: defaults to ``1/sqrt(d_k)``;
-    ``scale=1.0`` gives the unscaled dot product. dropout_p: dropout on the
-    weights that multiply v (applied whenever > 0: pass 0 in eval). Returns
+    scores (ALiBi, relative positions). scale: defaults to
+    :math:`1/\sqrt{d_k}`; ``scale=1.0`` gives the unscaled dot product.
+    dropout_p: dropout on the weights that multiply v (applied whenever > 0:
+    pass 0 in eval). Returns
     ``(output [..., q_len, d_v], weights [..., q_len, k_len])``; the weights
     are the softmax before dropout, so each row sums to 1 (or is all zero, if
     it may attend to nothing).
