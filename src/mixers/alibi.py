@@ -115,7 +115,13 @@ def alibi_slopes(n_heads: int) -> Tensor:
 
     8 heads get :math:`\tfrac12, \tfrac14, \dots, \tfrac1{256}`. The paper
     trains only power-of-two head counts; for other :math:`n` this follows
-    the workaround in the authors' repository. Head order does not matter to
+    the workaround in the authors' repository, below. It keeps the first
+    :math:`p` heads identical to a :math:`p`-head model and spreads the extra
+    heads *between* the existing slopes, instead of extending the series
+    below :math:`2^{-8}` to ever-flatter, nearly position-blind heads (this
+    reading of why the rule works is the book's own). So the slopes are not
+    monotone in head order: 12 heads get :math:`2^{-1}, \dots, 2^{-8},
+    2^{-0.5}, 2^{-1.5}, 2^{-2.5}, 2^{-3.5}`. Head order does not matter to
     the model -- permuting the heads together with their projection weights
     computes the same function.
     """
@@ -123,15 +129,10 @@ def alibi_slopes(n_heads: int) -> Tensor:
     # :math:`p`, the largest power of two :math:`\le n`, exact (no float
     # :math:`\log_2`).
     p = 1 << (n_heads.bit_length() - 1)
-    # The :math:`p` slopes of the :math:`p`-head series, then every other
-    # slope of the :math:`2p`-head series, :math:`2^{-8/(2p)}, 2^{-24/(2p)},
-    # \dots`, until there are :math:`n`. Those are exactly the slopes halfway
-    # (in log scale) between the first :math:`p`: no slope repeats, the first
-    # :math:`p` heads are a :math:`p`-head model's, and the extra heads fall
-    # *between* its slopes instead of below :math:`2^{-8}`, where heads grow
-    # nearly position-blind (this reading of the rule is the book's own). So
-    # 12 heads get :math:`2^{-1}, \dots, 2^{-8}, 2^{-0.5}, 2^{-1.5},
-    # 2^{-2.5}, 2^{-3.5}`, not monotone in head order.
+    # The :math:`p`-head series, then the :math:`2p`-head series' slopes at
+    # even indices, :math:`2^{-8/(2p)}, 2^{-24/(2p)}, \dots`, until there are
+    # :math:`n`: each halfway (in log scale) between two of the first
+    # :math:`p`, so none repeats.
     slopes = (
         _geometric_slopes(p) + _geometric_slopes(2 * p)[0::2][: n_heads - p]
     )

@@ -155,6 +155,8 @@ def masked_fused_attention(
     its own key) skips the two passes over the scores' shape that finding
     them costs.
     """
+    if bias is not None:
+        check_bias(bias, (*q.shape[:-1], k.shape[-2]))
     if attend is None and bias is None:
         return fused_attention(q, k, v, **kwargs)
     # A bool mask as it is, when no row can be empty; else an empty row
@@ -916,8 +918,6 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.extend(k, v)
             attend = None
             bias = self.attention_bias(q_len, k.shape[-2], q.device, q.dtype)
-        if bias is not None:  # a subclass's hook must fit the scores
-            check_bias(bias, (*q.shape[:-1], k.shape[-2]))
         whole_mask = isinstance(cache, StaticKVCache)
         out, weights = self._attend(
             q, k, v, attend, bias, need_weights, whole_mask
