@@ -227,6 +227,8 @@ def alibi_bias(
         enter, so shifting all positions by the same amount changes nothing
         (why left padding is harmless once the pads are masked).
     """
+    # The slopes :math:`m_h` (from a head count, or as given), and one check
+    # of every other argument.
     slopes = as_slopes(slopes_or_n_heads)
     k_len = q_len if k_len is None else k_len
     q_offset = check_alibi_bias_arguments(

@@ -888,6 +888,8 @@ class MultiHeadAttention(nn.Module):
         # backend computes its bias inside the kernel.
         if self._runs_flex(query, key, need_weights, cache):
             return self._flex_forward(query, key, value, mask, token_mask)
+        # One check of all the call was given; then :math:`Q W^Q, K W^K, V
+        # W^V`, split into heads ``[batch, heads, seq, d_head]``.
         check_attention_call(self, query, key, value, mask, token_mask, cache)
         q, k, v = self.project_heads(query, key, value, token_mask)
         q_len = q.shape[-2]
@@ -918,6 +920,8 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.extend(k, v)
             attend = None
             bias = self.attention_bias(q_len, k.shape[-2], q.device, q.dtype)
+        # Every head at once: :math:`\operatorname{softmax}(\sigma\, q k^\top
+        # + b)\, v` on the fastest path the call allows.
         whole_mask = isinstance(cache, StaticKVCache)
         out, weights = self._attend(
             q, k, v, attend, bias, need_weights, whole_mask
@@ -1032,8 +1036,15 @@ def family_arguments(init):
     base = inspect.signature(MultiHeadAttention.__init__).parameters
     own = inspect.signature(init).parameters.values()
     own = [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    init.__signature__ = inspect.Signature([*base.values(), *own])
-    return init
+
+    # A function of its own rather than ``init``: Sphinx reads a signature's
+    # defaults from its function's source, and ``init``'s lacks the family's.
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+
+    __init__.__doc__, __init__.__qualname__ = init.__doc__, init.__qualname__
+    __init__.__signature__ = inspect.Signature([*base.values(), *own])
+    return __init__
 
 
 # -----------------------------------------------------------------------------
