@@ -111,19 +111,19 @@ def alibi_slopes(n_heads: int) -> Tensor:
 
     .. math::
 
-        m_h = 2^{-8 (h + 1) / n}, \qquad h = 0, \dots, n - 1:
+        m_h = 2^{-8 (h + 1) / n}
 
-    8 heads get :math:`\tfrac12, \tfrac14, \dots, \tfrac1{256}`. The paper
-    trains only power-of-two head counts; for other :math:`n` this follows
-    the workaround in the authors' repository, below. It keeps the first
-    :math:`p` heads identical to a :math:`p`-head model and spreads the extra
-    heads *between* the existing slopes, instead of extending the series
-    below :math:`2^{-8}` to ever-flatter, nearly position-blind heads (this
-    reading of why the rule works is the book's own). So the slopes are not
-    monotone in head order: 12 heads get :math:`2^{-1}, \dots, 2^{-8},
-    2^{-0.5}, 2^{-1.5}, 2^{-2.5}, 2^{-3.5}`. Head order does not matter to
-    the model -- permuting the heads together with their projection weights
-    computes the same function.
+    for the heads :math:`h = 0, \dots, n - 1`: 8 heads get :math:`\tfrac12,
+    \tfrac14, \dots, \tfrac1{256}`. The paper trains only power-of-two head
+    counts; for other :math:`n` this follows the workaround in the authors'
+    repository, below. It keeps the first :math:`p` heads identical to a
+    :math:`p`-head model and spreads the extra heads *between* the existing
+    slopes, instead of extending the series below :math:`2^{-8}` to
+    ever-flatter, nearly position-blind heads (this reading of why the rule
+    works is the book's own). So the slopes are not monotone in head order:
+    12 heads get :math:`2^{-1}, \dots, 2^{-8}, 2^{-0.5}, 2^{-1.5}, 2^{-2.5},
+    2^{-3.5}`. Head order does not matter to the model -- permuting the heads
+    together with their projection weights computes the same function.
     """
     check_positive_int("n_heads", n_heads)
     # :math:`p`, the largest power of two :math:`\le n`, exact (no float

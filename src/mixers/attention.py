@@ -718,10 +718,11 @@ class MultiHeadAttention(nn.Module):
     .. math::
 
         \text{head}_h = \operatorname{softmax}\!\Big(
-            \frac{Q W^Q_h \,(K W^K_h)^\top}{\sqrt{d_\text{head}}}\Big)\,
-            V W^V_h, \qquad
-        \operatorname{MHA}(Q, K, V) = [\text{head}_1; \dots;
-            \text{head}_H]\, W^O.
+            \frac{Q_h K_h^\top}{\sqrt{d_\text{head}}}\Big)\, V_h
+
+        \operatorname{MHA} = [\text{head}_1; \dots; \text{head}_H]\, W^O
+
+    with :math:`Q_h = Q W^Q_h`, :math:`K_h = K W^K_h`, :math:`V_h = V W^V_h`.
 
     Arguments, shared by the whole family (:class:`AlibiMultiHeadAttention`,
     :class:`RotaryMultiHeadAttention`) with the same defaults:
@@ -1058,8 +1059,8 @@ class BiAttention(nn.Module):
 
     .. math::
 
-        s_{ij} = w_x^\top x_i + w_q^\top q_j + (x_i \odot w_\text{dot})^\top
-        q_j,
+        s_{ij} &= w_x^\top x_i + w_q^\top q_j \\
+            &\quad + (x_i \odot w_\text{dot})^\top q_j,
 
     with :math:`w_x` = ``input_linear``, :math:`w_q` = ``memory_linear``,
     :math:`w_\text{dot}` = ``dot_scale``. Context-to-question: :math:`c_i =

@@ -52,12 +52,16 @@ def sinusoidal_table(
 
     .. math::
 
-        P_{t, 2i} = \sin(t\, \omega_i), \qquad P_{t, 2i+1} = \cos(t\,
-        \omega_i), \qquad \omega_i = \text{base}^{-2i/d_\text{model}}:
+        P_{t, 2i} = \sin(t\, \omega_i)
 
-    wavelengths :math:`2\pi/\omega_i` from :math:`2\pi` to
-    :math:`2\pi\cdot\text{base}`, so any length can be encoded. ``base`` is a
-    positive finite float (0 would make every frequency infinite).
+        P_{t, 2i+1} = \cos(t\, \omega_i)
+
+        \omega_i = \text{base}^{-2i/d_\text{model}}
+
+    at position :math:`t`: wavelengths :math:`2\pi/\omega_i` from
+    :math:`2\pi` to :math:`2\pi\cdot\text{base}`, so any length can be
+    encoded. ``base`` is a positive finite float (0 would make every frequency
+    infinite).
     """
     check_positive_int("seq_len", seq_len)
     check_positive_float("base", base)
@@ -227,10 +231,11 @@ def rotary_embedding(
 
     .. math::
 
-        \begin{pmatrix} y_{2i} \\ y_{2i+1} \end{pmatrix} =
-        \begin{pmatrix} \cos\theta_i & -\sin\theta_i \\
-        \sin\theta_i & \cos\theta_i \end{pmatrix}
-        \begin{pmatrix} x_{2i} \\ x_{2i+1} \end{pmatrix}.
+        \begin{pmatrix} y_{2i} \\ y_{2i+1} \end{pmatrix} = R_{\theta_i}
+        \begin{pmatrix} x_{2i} \\ x_{2i+1} \end{pmatrix}
+
+        R_\theta = \begin{pmatrix} \cos\theta & -\sin\theta \\
+        \sin\theta & \cos\theta \end{pmatrix}
 
     (GPT-NeoX and Hugging Face's LLaMA pair channel :math:`i` with :math:`i +
     d_\text{head}/2` instead, "half-split". The two are the same up to a
