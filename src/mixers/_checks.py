@@ -719,3 +719,84 @@ def check_context_and_question(x, question, token_mask, d_model) -> None:
         )
     if token_mask is not None:
         check_token_mask(token_mask, *question.shape[:2])
+
+
+def check_padded(x, token_mask) -> None:
+    """``zero_padding``'s arguments: x ``[batch, seq, ...]`` and its
+    ``token_mask`` ``[batch, seq]``."""
+    check_tensor(x, "x", "[batch, seq, ...]", min_ndim=2)
+    _check_bool(
+        token_mask,
+        "token_mask",
+        "True = real token",
+        f"[batch, seq] = {tuple(x.shape[:2])}",
+    )
+    if token_mask.shape != x.shape[:2]:
+        raise ValueError(
+            "token_mask must have shape [batch, seq] ="
+            f" {tuple(x.shape[:2])} (the first two dims of x), got"
+            f" {tuple(token_mask.shape)}"
+        )
+
+
+def check_key_token_mask(token_mask) -> None:
+    """A bool ``[batch, k_len]`` token mask, True at real tokens."""
+    if (
+        not isinstance(token_mask, Tensor)
+        or token_mask.dtype != torch.bool
+        or token_mask.dim() != 2
+    ):
+        got = (
+            f"{token_mask.dtype} {tuple(token_mask.shape)}"
+            if isinstance(token_mask, Tensor)
+            else type(token_mask).__name__
+        )
+        raise TypeError(
+            "token_mask must be a bool tensor [batch, k_len] (True = real"
+            f" token), got {got}"
+        )
+
+
+def check_rotary_inputs(q_or_k, positions) -> tuple[int, ...]:
+    """Checks ``rotary_embedding``'s tensors; returns the shape its angles
+    take, ``[seq, 1]`` for positions ``[seq]`` (shared by the leading dims), or
+    ``[batch, 1, seq, 1]`` for per-sample positions ``[batch, seq]``."""
+    if not isinstance(q_or_k, Tensor) or not q_or_k.is_floating_point():
+        got = (
+            f"dtype {q_or_k.dtype}"
+            if isinstance(q_or_k, Tensor)
+            else type(q_or_k).__name__
+        )
+        raise TypeError(
+            "q_or_k must be a floating-point tensor [batch, heads, seq,"
+            f" d_head], got {got}"
+        )
+    if q_or_k.dim() < 2 or q_or_k.shape[-1] % 2:
+        raise ValueError(
+            "q_or_k must have shape [batch, heads, seq, d_head] with d_head"
+            f" even, got {tuple(q_or_k.shape)}"
+        )
+    seq = q_or_k.shape[-2]
+    check_not_empty(q_or_k, "q_or_k")
+    if (
+        not isinstance(positions, Tensor)
+        or positions.dtype == torch.bool
+        or positions.is_complex()
+    ):
+        raise TypeError(
+            "positions must be an int or float tensor [seq] or [batch, seq]"
+        )
+    if positions.dim() == 1 and positions.shape[0] == seq:
+        return (seq, 1)  # broadcasts over the leading dims
+    if (
+        positions.dim() == 2
+        and q_or_k.dim() == 4
+        and positions.shape == (q_or_k.shape[0], seq)
+    ):
+        # one row per sample, shared by the heads
+        return (positions.shape[0], 1, seq, 1)
+    raise ValueError(
+        f"positions must have shape [seq={seq}] or"
+        f" [batch={q_or_k.shape[0]}, seq={seq}] (the latter for a 4-d"
+        f" q_or_k), got {tuple(positions.shape)}"
+    )

@@ -56,7 +56,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._checks import (
-    _check_bool,
     check_attention_arguments,
     check_attention_call,
     check_attention_mask,
@@ -65,12 +64,13 @@ from ._checks import (
     check_context_and_question,
     check_dropout,
     check_finite_float,
+    check_key_token_mask,
     check_non_negative_int,
+    check_padded,
     check_positive_int,
     check_qkv,
     check_scale,
     check_softmax_inputs,
-    check_tensor,
 )
 
 __all__ = [
@@ -260,19 +260,7 @@ def zero_padding(x: Tensor, token_mask: Tensor | None) -> Tensor:
     """
     if token_mask is None:
         return x
-    check_tensor(x, "x", "[batch, seq, ...]", min_ndim=2)
-    _check_bool(
-        token_mask,
-        "token_mask",
-        "True = real token",
-        f"[batch, seq] = {tuple(x.shape[:2])}",
-    )
-    if token_mask.shape != x.shape[:2]:
-        raise ValueError(
-            "token_mask must have shape [batch, seq] ="
-            f" {tuple(x.shape[:2])} (the first two dims of x), got"
-            f" {tuple(token_mask.shape)}"
-        )
+    check_padded(x, token_mask)
     # ``[batch, seq, 1, ...]``: one flag per position, over its features.
     keep = token_mask.view(*token_mask.shape, *[1] * (x.dim() - 2))
     return torch.where(
@@ -285,20 +273,7 @@ def token_mask_to_attention_mask(token_mask: Tensor) -> Tensor:
     ``[batch, 1, 1, k_len]`` "may attend" mask that broadcasts against
     ``[batch, heads, q_len, k_len]`` scores.
     """
-    if (
-        not isinstance(token_mask, Tensor)
-        or token_mask.dtype != torch.bool
-        or token_mask.dim() != 2
-    ):
-        got = (
-            f"{token_mask.dtype} {tuple(token_mask.shape)}"
-            if isinstance(token_mask, Tensor)
-            else type(token_mask).__name__
-        )
-        raise TypeError(
-            "token_mask must be a bool tensor [batch, k_len] (True = real"
-            f" token), got {got}"
-        )
+    check_key_token_mask(token_mask)
     return token_mask[:, None, None, :]
 
 

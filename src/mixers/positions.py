@@ -24,9 +24,9 @@ from torch import Tensor, nn
 from ._checks import (
     check_even,
     check_finite_float,
-    check_not_empty,
     check_positive_float,
     check_positive_int,
+    check_rotary_inputs,
 )
 from .attention import MultiHeadAttention, family_arguments
 
@@ -168,51 +168,6 @@ def build_positions(name: str, d_model: int, max_len: int) -> nn.Module:
 # that act inside attention, by rotating queries and keys.
 
 
-def _rotary_angles_shape(q_or_k, positions) -> tuple[int, ...]:
-    """Checks ``rotary_embedding``'s tensors; returns the shape its angles
-    take, ``[seq, 1]`` for positions ``[seq]`` (shared by the leading dims), or
-    ``[batch, 1, seq, 1]`` for per-sample positions ``[batch, seq]``."""
-    if not isinstance(q_or_k, Tensor) or not q_or_k.is_floating_point():
-        got = (
-            f"dtype {q_or_k.dtype}"
-            if isinstance(q_or_k, Tensor)
-            else type(q_or_k).__name__
-        )
-        raise TypeError(
-            "q_or_k must be a floating-point tensor [batch, heads, seq,"
-            f" d_head], got {got}"
-        )
-    if q_or_k.dim() < 2 or q_or_k.shape[-1] % 2:
-        raise ValueError(
-            "q_or_k must have shape [batch, heads, seq, d_head] with d_head"
-            f" even, got {tuple(q_or_k.shape)}"
-        )
-    seq = q_or_k.shape[-2]
-    check_not_empty(q_or_k, "q_or_k")
-    if (
-        not isinstance(positions, Tensor)
-        or positions.dtype == torch.bool
-        or positions.is_complex()
-    ):
-        raise TypeError(
-            "positions must be an int or float tensor [seq] or [batch, seq]"
-        )
-    if positions.dim() == 1 and positions.shape[0] == seq:
-        return (seq, 1)  # broadcasts over the leading dims
-    if (
-        positions.dim() == 2
-        and q_or_k.dim() == 4
-        and positions.shape == (q_or_k.shape[0], seq)
-    ):
-        # one row per sample, shared by the heads
-        return (positions.shape[0], 1, seq, 1)
-    raise ValueError(
-        f"positions must have shape [seq={seq}] or"
-        f" [batch={q_or_k.shape[0]}, seq={seq}] (the latter for a 4-d"
-        f" q_or_k), got {tuple(positions.shape)}"
-    )
-
-
 def rotary_embedding(
     q_or_k: Tensor, positions: Tensor, base: float = 10000.0
 ) -> Tensor:
@@ -248,7 +203,7 @@ def rotary_embedding(
     :math:`n` only via :math:`n - m`. So attention sees relative positions,
     although each vector is rotated by its absolute one.
     """
-    angles_shape = _rotary_angles_shape(q_or_k, positions)
+    angles_shape = check_rotary_inputs(q_or_k, positions)
     # base 0: infinite angles, NaN or zeros out
     check_positive_float("base", base)
     # Angles in at least float32: float16 spaces numbers 1 apart near 2000, so
