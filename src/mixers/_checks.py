@@ -757,9 +757,10 @@ def check_key_token_mask(token_mask) -> None:
         )
 
 
-def check_rotary_inputs(q_or_k, positions) -> tuple[int, ...]:
-    """Checks ``rotary_embedding``'s tensors; returns the shape its angles
-    take, ``[seq, 1]`` for positions ``[seq]`` (shared by the leading dims), or
+def check_rotary_inputs(q_or_k, positions, base) -> tuple[int, ...]:
+    """Checks ``rotary_embedding``'s arguments (``base`` 0 would give
+    infinite angles: NaN or zeros out); returns the shape its angles take,
+    ``[seq, 1]`` for positions ``[seq]`` (shared by the leading dims), or
     ``[batch, 1, seq, 1]`` for per-sample positions ``[batch, seq]``."""
     if not isinstance(q_or_k, Tensor) or not q_or_k.is_floating_point():
         got = (
@@ -787,16 +788,19 @@ def check_rotary_inputs(q_or_k, positions) -> tuple[int, ...]:
             "positions must be an int or float tensor [seq] or [batch, seq]"
         )
     if positions.dim() == 1 and positions.shape[0] == seq:
-        return (seq, 1)  # broadcasts over the leading dims
-    if (
+        shape = (seq, 1)  # broadcasts over the leading dims
+    elif (
         positions.dim() == 2
         and q_or_k.dim() == 4
         and positions.shape == (q_or_k.shape[0], seq)
     ):
         # one row per sample, shared by the heads
-        return (positions.shape[0], 1, seq, 1)
-    raise ValueError(
-        f"positions must have shape [seq={seq}] or"
-        f" [batch={q_or_k.shape[0]}, seq={seq}] (the latter for a 4-d"
-        f" q_or_k), got {tuple(positions.shape)}"
-    )
+        shape = (positions.shape[0], 1, seq, 1)
+    else:
+        raise ValueError(
+            f"positions must have shape [seq={seq}] or"
+            f" [batch={q_or_k.shape[0]}, seq={seq}] (the latter for a 4-d"
+            f" q_or_k), got {tuple(positions.shape)}"
+        )
+    check_positive_float("base", base)
+    return shape

@@ -203,9 +203,7 @@ def rotary_embedding(
     :math:`n` only via :math:`n - m`. So attention sees relative positions,
     although each vector is rotated by its absolute one.
     """
-    angles_shape = check_rotary_inputs(q_or_k, positions)
-    # base 0: infinite angles, NaN or zeros out
-    check_positive_float("base", base)
+    angles_shape = check_rotary_inputs(q_or_k, positions, base)
     # Angles in at least float32: float16 spaces numbers 1 apart near 2000, so
     # :math:`p\, \theta_i` there would be off by up to half a radian.
     compute = torch.promote_types(q_or_k.dtype, torch.float32)
