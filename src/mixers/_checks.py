@@ -439,3 +439,368 @@ def check_token_ids(
             " model built for another tokenizer?"
         )
     return ids
+
+
+# -----------------------------------------------------------------------------
+# The attention family's checks: one step at construction
+# (``check_attention_arguments``) and one at the entry of ``forward``
+# (``check_attention_call``), so that the layers' code is the computation.
+
+
+def check_attention_arguments(
+    d_model, n_heads, kdim, vdim, dropout, scale, **flags
+) -> None:
+    """The constructor arguments of :class:`MultiHeadAttention` (the whole
+    family's): :math:`d_\\text{model}` must split into :math:`H` heads of
+    :math:`d_\\text{head} = d_\\text{model} / H` channels. ``flags``:
+    ``bias``, ``causal``, ``cpu_bf16_sdpa_in_float32``."""
+    check_positive_int("d_model", d_model)
+    check_positive_int("n_heads", n_heads)
+    check_flags(**flags)
+    if d_model % n_heads != 0:
+        raise ValueError(
+            f"d_model={d_model} must be divisible by n_heads={n_heads}"
+        )
+    for name, width in (("kdim", kdim), ("vdim", vdim)):
+        if width is not None:
+            check_positive_int(name, width)
+    check_dropout(dropout)
+    check_scale(scale)
+
+
+def check_attention_call(layer, query, key, value, mask, token_mask, cache):
+    """What a :class:`MultiHeadAttention` ``layer``'s ``forward`` is given:
+    three float tensors of the layer's widths and dtype, sharing their batch
+    (and key and value their length), the masks in the package's sense, and
+    for decoding a cache and the new tokens alone. In self-attention every
+    real query must be allowed some key, causality and padding included: a
+    mask in torch's opposite sense (``triu``) fails there."""
+    if cache is not None:
+        return _check_decoding_call(
+            layer, query, (key, value, mask, token_mask), cache
+        )
+    self_attention = key is None or key is query
+    key = query if key is None else key
+    value = key if value is None else value
+    for name, x, length, width in (
+        ("query", query, "q_len", "d_model"),
+        ("key", key, "k_len", "kdim"),
+        ("value", value, "k_len", "vdim"),
+    ):
+        size = getattr(layer, width)
+        expected = f"[batch, {length}, {width}={size}]"
+        check_tensor(x, name, expected, ndim=3, width=size)
+    check_same_dtype(query=query, key=key, value=value)
+    check_dtype_matches(query, "query", layer.q_proj)
+    if key.shape[0] != query.shape[0] or value.shape[:2] != key.shape[:2]:
+        raise ValueError(
+            f"key and value must have shapes [batch={query.shape[0]},"
+            " k_len, ...] with the same k_len, got key"
+            f" {tuple(key.shape)}, value {tuple(value.shape)}"
+        )
+    (batch, q_len), k_len = query.shape[:2], key.shape[1]
+    if mask is not None:
+        check_attention_mask(mask, (batch, layer.n_heads, q_len, k_len))
+    if token_mask is not None:
+        check_token_mask(token_mask, batch, k_len)
+    if self_attention and mask is not None:
+        attend = mask
+        if token_mask is not None:
+            attend = attend & token_mask[:, None, None, :]
+        if layer.causal and q_len > 1:
+            ones = torch.ones(q_len, q_len, dtype=torch.bool)
+            attend = attend & ones.tril().to(query.device)
+        check_every_query_reads(attend, token_mask)
+
+
+def _check_decoding_call(layer, query, others, cache) -> None:
+    """A decoding step: a key/value cache, and the new tokens as ``query``
+    alone."""
+    from .attention import KVCache, StaticKVCache  # it imports this module
+
+    if not isinstance(cache, (KVCache, StaticKVCache)):
+        raise TypeError(
+            "cache must be a mixers.attention.KVCache, got"
+            f" {type(cache).__name__}"
+        )
+    if any(x is not None for x in others):
+        raise ValueError(
+            "cache is for decoding a self-attention layer: pass the new"
+            " tokens as query alone, with no key, value, mask or"
+            " token_mask"
+        )
+    expected = f"[batch, new, d_model={layer.d_model}]"
+    check_tensor(query, "query", expected, ndim=3, width=layer.d_model)
+    check_dtype_matches(query, "query", layer.q_proj)
+
+
+def check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:
+    """Checks q ``[..., q_len, d_k]``, k ``[..., k_len, d_k]``, v ``[...,
+    k_len, d_v]`` (k's width may differ from q's unless ``same_d``); returns
+    the scores' shape ``[..., q_len, k_len]``."""
+    check_tensor(q, "q", "[..., q_len, d_k]")
+    check_tensor(k, "k", "[..., k_len, d_k]")
+    check_tensor(v, "v", "[..., k_len, d_v]")
+    check_same_dtype(q=q, k=k, v=v)
+    if same_d and k.shape[-1] != q.shape[-1]:
+        raise ValueError(
+            f"k must have the last dim d_k={q.shape[-1]} of q, got shape"
+            f" {tuple(k.shape)}"
+        )
+    if v.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"v must have shape [..., k_len={k.shape[-2]}, d_v] like k, got"
+            f" {tuple(v.shape)}"
+        )
+    try:
+        batch_shape = torch.broadcast_shapes(
+            q.shape[:-2], k.shape[:-2], v.shape[:-2]
+        )
+    except RuntimeError:
+        raise ValueError(
+            f"the leading dims of q {tuple(q.shape)}, k {tuple(k.shape)} and "
+            f"v {tuple(v.shape)} must broadcast"
+        ) from None
+    return (*batch_shape, q.shape[-2], k.shape[-2])
+
+
+def check_bias(bias, target) -> None:
+    """An additive float bias broadcastable to the scores' shape ``target``."""
+    if not isinstance(bias, Tensor) or not bias.is_floating_point():
+        got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
+        raise TypeError(
+            "bias must be a floating-point (additive) tensor broadcastable to"
+            f" [..., q_len, k_len], got {got}"
+        )
+    check_broadcasts(bias, target, "bias")
+
+
+def check_softmax_inputs(scores, mask) -> None:
+    """Float scores, and a bool mask (True = keep) that broadcasts to them."""
+    if not isinstance(scores, Tensor) or not scores.is_floating_point():
+        got = scores.dtype if isinstance(scores, Tensor) else type(scores)
+        raise TypeError(
+            f"scores must be a floating-point tensor [..., n], got {got}"
+        )
+    if mask is not None:
+        _check_bool(mask, "mask", "True = keep", "broadcastable to scores")
+        check_broadcasts(mask, scores.shape, "mask", "scores' shape")
+
+
+# -----------------------------------------------------------------------------
+# ALiBi's checks: the bias's arguments, and the flex backend's call.
+
+
+def check_q_offset(q_offset, q_len: int, k_len: int) -> int:
+    """The index of query 0 among the keys: an int >= 0, by default
+    :math:`k_\\text{len} - q_\\text{len}` (the queries are the last keys),
+    which needs :math:`q_\\text{len} \\le k_\\text{len}`."""
+    if q_offset is None:
+        if q_len > k_len:
+            raise ValueError(
+                f"q_len={q_len} > k_len={k_len}: the default q_offset = k_len"
+                " - q_len would put the queries before the first key; pass"
+                " q_offset (>= 0) explicitly"
+            )
+        return k_len - q_len
+    rule = "an int >= 0 (the index of query 0 among the keys)"
+    if not isinstance(q_offset, int) or isinstance(q_offset, bool):
+        raise TypeError(f"q_offset must be {rule}, got {q_offset!r}")
+    if q_offset < 0:
+        raise ValueError(f"q_offset must be {rule}, got {q_offset}")
+    return q_offset
+
+
+def _check_positions(positions, name: str, length_name: str, length: int):
+    """Positions must be real numbers ``[length]`` or ``[batch, length]``."""
+    expected = f"[{length_name}={length}] or [batch, {length_name}={length}]"
+    if not isinstance(positions, Tensor):
+        raise TypeError(
+            f"{name} must be a tensor of shape {expected}, got"
+            f" {type(positions).__name__}"
+        )
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(
+            f"{name} must hold integer or floating-point positions, got dtype"
+            f" {positions.dtype}"
+        )
+    if positions.dim() not in (1, 2) or positions.shape[-1] != length:
+        raise ValueError(
+            f"{name} must have shape {expected}, got {tuple(positions.shape)}"
+        )
+
+
+def check_alibi_bias_arguments(
+    q_len, k_len, q_offset, query_positions, key_positions, dtype, **flags
+) -> int:
+    """``alibi_bias``'s arguments; returns ``q_offset`` with its default
+    filled in. ``flags``: ``causal``, ``symmetric``."""
+    check_flags(**flags)
+    if dtype is not None and (
+        not isinstance(dtype, torch.dtype) or not dtype.is_floating_point
+    ):
+        # -inf has no integer or bool form: int64 would hold -9.2e18 there.
+        raise TypeError(
+            "dtype must be None (the slopes' dtype) or a floating-point"
+            f" torch.dtype, got {dtype!r}"
+        )
+    check_positive_int("q_len", q_len)
+    check_positive_int("k_len", k_len)
+    q_offset = check_q_offset(q_offset, q_len, k_len)
+    if key_positions is not None:
+        _check_positions(key_positions, "key_positions", "k_len", k_len)
+    if query_positions is not None:
+        _check_positions(query_positions, "query_positions", "q_len", q_len)
+    elif key_positions is not None and q_offset + q_len > k_len:
+        raise ValueError(
+            "query_positions is needed when key_positions are given and"
+            f" q_offset + q_len = {q_offset + q_len} > k_len = {k_len}:"
+            " queries past the last key have no key positions to take"
+            " theirs from"
+        )
+    if (
+        query_positions is not None
+        and key_positions is not None
+        and key_positions.dim() == query_positions.dim() == 2
+        and key_positions.shape[0] != query_positions.shape[0]
+    ):
+        raise ValueError(
+            f"query_positions {tuple(query_positions.shape)} and key_positions"
+            f" {tuple(key_positions.shape)} must have the same batch size"
+        )
+    return q_offset
+
+
+def check_flex_call(layer, query, key, value, mask, token_mask) -> None:
+    """An ALiBi layer's call on its flex backend: the layer's checks
+    (``check_attention_call``), no attention dropout while training, and the
+    queries the last keys."""
+    if layer.training and layer.dropout > 0:
+        raise ValueError(
+            "backend='flex' has no attention dropout, but"
+            f" dropout={layer.dropout} while training: use backend 'sdpa'"
+            " or 'eager' to train with dropout"
+        )
+    check_attention_call(layer, query, key, value, mask, token_mask, None)
+    k_len = query.shape[1] if key is None else key.shape[1]
+    check_q_offset(None, query.shape[1], k_len)
+
+
+def check_flex_backward(q: Tensor, k: Tensor, v: Tensor) -> None:
+    """FlexAttention has no backward pass on a CPU. Checked before the call,
+    not left to torch: a compiled call that raises inside its backward is not
+    retried, and later calls in the process ran several times slower."""
+    if (
+        q.device.type == "cpu"
+        and torch.is_grad_enabled()
+        and any(x.requires_grad for x in (q, k, v))
+    ):
+        raise NotImplementedError(
+            "backend='flex' has no backward pass on a CPU (torch"
+            f" {torch.__version__}): use backend='sdpa' to train on a CPU,"
+            " or call it under torch.no_grad() (or"
+            " torch.inference_mode()) for inference"
+        )
+
+
+def check_context_and_question(x, question, token_mask, d_model) -> None:
+    """``BiAttention``'s inputs: a context and a question of width
+    ``d_model``, one batch, and the question's ``token_mask``."""
+    for name, t, length in (
+        ("x", x, "x_len"),
+        ("question", question, "q_len"),
+    ):
+        expected = f"[batch, {length}, d_model={d_model}]"
+        check_tensor(t, name, expected, ndim=3, width=d_model)
+    if x.shape[0] != question.shape[0]:
+        raise ValueError(
+            "x and question must have the same batch size, got"
+            f" {tuple(x.shape)}, {tuple(question.shape)}"
+        )
+    if token_mask is not None:
+        check_token_mask(token_mask, *question.shape[:2])
+
+
+def check_padded(x, token_mask) -> None:
+    """``zero_padding``'s arguments: x ``[batch, seq, ...]`` and its
+    ``token_mask`` ``[batch, seq]``."""
+    check_tensor(x, "x", "[batch, seq, ...]", min_ndim=2)
+    _check_bool(
+        token_mask,
+        "token_mask",
+        "True = real token",
+        f"[batch, seq] = {tuple(x.shape[:2])}",
+    )
+    if token_mask.shape != x.shape[:2]:
+        raise ValueError(
+            "token_mask must have shape [batch, seq] ="
+            f" {tuple(x.shape[:2])} (the first two dims of x), got"
+            f" {tuple(token_mask.shape)}"
+        )
+
+
+def check_key_token_mask(token_mask) -> None:
+    """A bool ``[batch, k_len]`` token mask, True at real tokens."""
+    if (
+        not isinstance(token_mask, Tensor)
+        or token_mask.dtype != torch.bool
+        or token_mask.dim() != 2
+    ):
+        got = (
+            f"{token_mask.dtype} {tuple(token_mask.shape)}"
+            if isinstance(token_mask, Tensor)
+            else type(token_mask).__name__
+        )
+        raise TypeError(
+            "token_mask must be a bool tensor [batch, k_len] (True = real"
+            f" token), got {got}"
+        )
+
+
+def check_rotary_inputs(q_or_k, positions, base) -> tuple[int, ...]:
+    """Checks ``rotary_embedding``'s arguments (``base`` 0 would give
+    infinite angles: NaN or zeros out); returns the shape its angles take,
+    ``[seq, 1]`` for positions ``[seq]`` (shared by the leading dims), or
+    ``[batch, 1, seq, 1]`` for per-sample positions ``[batch, seq]``."""
+    if not isinstance(q_or_k, Tensor) or not q_or_k.is_floating_point():
+        got = (
+            f"dtype {q_or_k.dtype}"
+            if isinstance(q_or_k, Tensor)
+            else type(q_or_k).__name__
+        )
+        raise TypeError(
+            "q_or_k must be a floating-point tensor [batch, heads, seq,"
+            f" d_head], got {got}"
+        )
+    if q_or_k.dim() < 2 or q_or_k.shape[-1] % 2:
+        raise ValueError(
+            "q_or_k must have shape [batch, heads, seq, d_head] with d_head"
+            f" even, got {tuple(q_or_k.shape)}"
+        )
+    seq = q_or_k.shape[-2]
+    check_not_empty(q_or_k, "q_or_k")
+    if (
+        not isinstance(positions, Tensor)
+        or positions.dtype == torch.bool
+        or positions.is_complex()
+    ):
+        raise TypeError(
+            "positions must be an int or float tensor [seq] or [batch, seq]"
+        )
+    if positions.dim() == 1 and positions.shape[0] == seq:
+        shape = (seq, 1)  # broadcasts over the leading dims
+    elif (
+        positions.dim() == 2
+        and q_or_k.dim() == 4
+        and positions.shape == (q_or_k.shape[0], seq)
+    ):
+        # one row per sample, shared by the heads
+        shape = (positions.shape[0], 1, seq, 1)
+    else:
+        raise ValueError(
+            f"positions must have shape [seq={seq}] or"
+            f" [batch={q_or_k.shape[0]}, seq={seq}] (the latter for a 4-d"
+            f" q_or_k), got {tuple(positions.shape)}"
+        )
+    check_positive_float("base", base)
+    return shape

@@ -1,13 +1,17 @@
-"""Position schemes added to the token embeddings.
+r"""Position schemes added to the token embeddings, and rotary embeddings.
 
-Attention is permutation-equivariant: without positions, a bidirectional
-transformer cannot tell "dog bites man" from "man bites dog". A *causal* one
+Attention is permutation-equivariant: for a permutation :math:`\pi` of the
+positions, :math:`\operatorname{attn}(X_\pi) = \operatorname{attn}(X)_\pi`,
+so without positions a bidirectional transformer cannot tell "dog bites man"
+from "man bites dog". A *causal* one
 can still infer position from how many tokens it sees, so ``none`` is a real
 baseline too. The ALiBi chapter compares these with rotary embeddings and
 ALiBi, which act inside attention instead of on the embeddings.
 
 Every scheme maps a length ``seq_len`` to an additive ``[seq_len, d_model]``
-tensor (or ``None``), broadcast over the batch.
+tensor :math:`P` (or ``None``), broadcast over the batch: the model reads
+:math:`x_t + P_t` at position :math:`t`. Rotary embeddings (RoFormer, Su et
+al., 2021), last on this page, act on the queries and keys instead.
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ from torch import Tensor, nn
 from ._checks import (
     check_even,
     check_finite_float,
-    check_not_empty,
     check_positive_float,
     check_positive_int,
+    check_rotary_inputs,
 )
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, family_arguments
 
 __all__ = [
     "sinusoidal_table",
@@ -43,13 +47,21 @@ __all__ = [
 def sinusoidal_table(
     seq_len: int, d_model: int, base: float = 10000.0
 ) -> torch.Tensor:
-    """The fixed sin/cos table of "Attention Is All You Need": ``[seq_len,
-    d_model]``.
+    r"""The fixed sin/cos table of "Attention Is All You Need": ``[seq_len,
+    d_model]``,
 
-    Channel pair ``(2i, 2i+1)`` holds ``sin, cos`` of ``pos /
-    base^(2i/d_model)``: wavelengths from ``2π`` to ``2π·base``, so any length
-    can be encoded. ``base`` is a positive finite float (0 would make every
-    frequency infinite).
+    .. math::
+
+        P_{t, 2i} = \sin(t\, \omega_i)
+
+        P_{t, 2i+1} = \cos(t\, \omega_i)
+
+        \omega_i = \text{base}^{-2i/d_\text{model}}
+
+    at position :math:`t`: wavelengths :math:`2\pi/\omega_i` from
+    :math:`2\pi` to :math:`2\pi\cdot\text{base}`, so any length can be
+    encoded. ``base`` is a positive finite float (0 would make every frequency
+    infinite).
     """
     check_positive_int("seq_len", seq_len)
     check_positive_float("base", base)
@@ -57,6 +69,8 @@ def sinusoidal_table(
         raise ValueError(
             f"d_model must be even for sinusoidal positions, got {d_model}"
         )
+    # :math:`t` down the rows, :math:`\omega_i = e^{-(2i/d) \ln
+    # \text{base}}` across the channel pairs.
     position = torch.arange(seq_len, dtype=torch.float32)[:, None]
     inv_freq = torch.exp(
         -math.log(base)
@@ -95,13 +109,14 @@ class SinusoidalPositions(nn.Module):
         return table if self.scale == 1.0 else table * self.scale
 
 
-# The token embeddings start with standard deviation 0.02 (mixers.model), and
-# the sinusoid table has RMS 1/sqrt(2) (each sin, cos pair has sin² + cos² =
-# 1). "sinusoidal_scaled" multiplies the table by 0.02·sqrt(2), so that at
-# initialisation position and token are the same size: the unscaled table is 35
-# times larger, and the original transformer's sqrt(d_model) scaling of the
-# embeddings presumes their N(0, 1/d_model) initialisation, which this model
-# does not use.
+# The token embeddings start with standard deviation 0.02 (``mixers.model``),
+# and the sinusoid table has RMS :math:`1/\sqrt{2}` (each pair has
+# :math:`\sin^2 + \cos^2 = 1`). "sinusoidal_scaled" multiplies the table by
+# :math:`0.02\sqrt{2}`, so that at initialisation position and token are the
+# same size: the unscaled table is 35 times larger, and the original
+# transformer's :math:`\sqrt{d_\text{model}}` scaling of the embeddings
+# presumes their :math:`\mathcal{N}(0, 1/d_\text{model})` initialisation,
+# which this model does not use.
 SCALED_SINUSOID_FACTOR = 0.02 * math.sqrt(2.0)
 
 
@@ -153,51 +168,6 @@ def build_positions(name: str, d_model: int, max_len: int) -> nn.Module:
 # that act inside attention, by rotating queries and keys.
 
 
-def _rotary_angles_shape(q_or_k, positions) -> tuple[int, ...]:
-    """Checks ``rotary_embedding``'s tensors; returns the shape its angles
-    take, ``[seq, 1]`` for positions ``[seq]`` (shared by the leading dims), or
-    ``[batch, 1, seq, 1]`` for per-sample positions ``[batch, seq]``."""
-    if not isinstance(q_or_k, Tensor) or not q_or_k.is_floating_point():
-        got = (
-            f"dtype {q_or_k.dtype}"
-            if isinstance(q_or_k, Tensor)
-            else type(q_or_k).__name__
-        )
-        raise TypeError(
-            "q_or_k must be a floating-point tensor [batch, heads, seq,"
-            f" d_head], got {got}"
-        )
-    if q_or_k.dim() < 2 or q_or_k.shape[-1] % 2:
-        raise ValueError(
-            "q_or_k must have shape [batch, heads, seq, d_head] with d_head"
-            f" even, got {tuple(q_or_k.shape)}"
-        )
-    seq = q_or_k.shape[-2]
-    check_not_empty(q_or_k, "q_or_k")
-    if (
-        not isinstance(positions, Tensor)
-        or positions.dtype == torch.bool
-        or positions.is_complex()
-    ):
-        raise TypeError(
-            "positions must be an int or float tensor [seq] or [batch, seq]"
-        )
-    if positions.dim() == 1 and positions.shape[0] == seq:
-        return (seq, 1)  # broadcasts over the leading dims
-    if (
-        positions.dim() == 2
-        and q_or_k.dim() == 4
-        and positions.shape == (q_or_k.shape[0], seq)
-    ):
-        # one row per sample, shared by the heads
-        return (positions.shape[0], 1, seq, 1)
-    raise ValueError(
-        f"positions must have shape [seq={seq}] or"
-        f" [batch={q_or_k.shape[0]}, seq={seq}] (the latter for a 4-d"
-        f" q_or_k), got {tuple(positions.shape)}"
-    )
-
-
 def rotary_embedding(
     q_or_k: Tensor, positions: Tensor, base: float = 10000.0
 ) -> Tensor:
@@ -207,31 +177,35 @@ def rotary_embedding(
     q_or_k: ``[batch, heads, seq, d_head]`` (any ``[..., seq, d_head]``),
     d_head even. positions: ``[seq]``, or ``[batch, seq]`` for a 4-d input
     (per-sample positions, e.g. with padding); int or float. base: a positive
-    finite float, the slowest wavelength over 2π. Returns the rotated tensor,
-    same shape and dtype.
+    finite float, the slowest wavelength over :math:`2\pi`. Returns the
+    rotated tensor, same shape and dtype.
 
-    Pairs are *interleaved*, channels ``(2i, 2i+1)`` as in the RoFormer paper
-    and in ``sinusoidal_table`` above; pair i at position p turns by ``θ = p ·
-    base^(-2i/d_head)``::
+    Pairs are *interleaved*, channels :math:`(2i, 2i+1)` as in the RoFormer
+    paper and in :func:`sinusoidal_table` above; pair :math:`i` at position
+    :math:`p` turns by :math:`\theta_i = p\, \text{base}^{-2i/d_\text{head}}`:
 
-        out[2i]   = x[2i] cos θ - x[2i+1] sin θ
-        out[2i+1] = x[2i] sin θ + x[2i+1] cos θ
+    .. math::
 
-    (GPT-NeoX and Hugging Face's LLaMA pair channel i with i + d_head/2
-    instead, "half-split". The two are the same up to a fixed permutation of
-    the channels, which the learned q/k projections absorb, but weights trained
-    with one do not fit the other.)
+        \begin{pmatrix} y_{2i} \\ y_{2i+1} \end{pmatrix} = R_{\theta_i}
+        \begin{pmatrix} x_{2i} \\ x_{2i+1} \end{pmatrix}
 
-    A rotation keeps norms, and rotating q by angle a and k by b changes their
-    dot product only through ``b - a``: ``rot(q, m) · rot(k, n)`` depends on m
-    and n only via ``n - m``. So attention sees relative positions, although
-    each vector is rotated by its absolute one.
+        R_\theta = \begin{pmatrix} \cos\theta & -\sin\theta \\
+        \sin\theta & \cos\theta \end{pmatrix}
+
+    (GPT-NeoX and Hugging Face's LLaMA pair channel :math:`i` with :math:`i +
+    d_\text{head}/2` instead, "half-split". The two are the same up to a
+    fixed permutation of the channels, which the learned q/k projections
+    absorb, but weights trained with one do not fit the other.)
+
+    A rotation keeps norms, and rotating q by angle :math:`a` and k by
+    :math:`b` changes their dot product only through :math:`b - a`:
+    :math:`R_m q \cdot R_n k = q^\top R_{n - m} k` depends on :math:`m` and
+    :math:`n` only via :math:`n - m`. So attention sees relative positions,
+    although each vector is rotated by its absolute one.
     """
-    angles_shape = _rotary_angles_shape(q_or_k, positions)
-    # base 0: infinite angles, NaN or zeros out
-    check_positive_float("base", base)
+    angles_shape = check_rotary_inputs(q_or_k, positions, base)
     # Angles in at least float32: float16 spaces numbers 1 apart near 2000, so
-    # p · θ there would be off by up to half a radian.
+    # :math:`p\, \theta_i` there would be off by up to half a radian.
     compute = torch.promote_types(q_or_k.dtype, torch.float32)
     cos, sin = rotary_tables(
         # the angles' shape less its last axis, which rotary_tables adds
@@ -246,19 +220,22 @@ def rotary_embedding(
 def rotary_tables(
     positions: Tensor, d_head: int, base: float = 10000.0, dtype=None
 ) -> tuple[Tensor, Tensor]:
-    """The rotation of every channel pair at ``positions`` (``[..., seq]``),
+    r"""The rotation of every channel pair at ``positions`` (``[..., seq]``),
     laid out like the channels: ``cos, sin``, each ``[..., seq, d_head]``, on
     the positions' device, in ``dtype`` (default float32).
 
-    Pair i turns by ``θ_i = p · base^(-2i/d_head)``; ``cos`` holds ``cos θ_i``
-    at both channels of pair i and ``sin`` holds ``(-sin θ_i, +sin θ_i)``, so
-    that :func:`rotate_pairs` is two products and a sum."""
+    Pair :math:`i` turns by :math:`\theta_i = p\,
+    \text{base}^{-2i/d_\text{head}}`; ``cos`` holds :math:`\cos\theta_i` at
+    both channels of pair :math:`i` and ``sin`` holds :math:`(-\sin\theta_i,
+    +\sin\theta_i)`, so that :func:`rotate_pairs` is two products and a
+    sum."""
     dtype = torch.float32 if dtype is None else dtype
     inv_freq = base ** (
         -torch.arange(0, d_head, 2, device=positions.device, dtype=dtype)
         / d_head
     )
-    angles = positions.to(dtype).unsqueeze(-1) * inv_freq  # [..., seq, d/2]
+    # :math:`\theta_i = p\, \omega_i`, ``[..., seq, d_head / 2]``.
+    angles = positions.to(dtype).unsqueeze(-1) * inv_freq
     cos, sin = torch.cos(angles), torch.sin(angles)
     signed = torch.stack((-sin, sin), dim=-1).flatten(-2)
     return cos.repeat_interleave(2, dim=-1), signed
@@ -268,12 +245,16 @@ def rotate_pairs(
     x: Tensor, cos: Tensor, sin: Tensor, turn: Tensor | None = None
 ) -> Tensor:
     r"""Each channel pair of ``x`` (``[..., seq, d_head]``) turned by its
-    angle: the complex product :math:`(x_{2i} + \mathrm{i}\, x_{2i+1})\,
-    e^{\mathrm{i} θ_i}` in real arithmetic, with ``cos`` and ``sin`` from
-    :func:`rotary_tables` (broadcastable to ``x``)::
+    angle: the complex product
 
-        out[2i]   = x[2i] cos θ - x[2i+1] sin θ
-        out[2i+1] = x[2i+1] cos θ + x[2i] sin θ
+    .. math::
+
+        y_{2i} + \mathrm{i}\, y_{2i+1} = (x_{2i} + \mathrm{i}\, x_{2i+1})\,
+        e^{\mathrm{i} \theta_i},
+
+    with ``cos`` and ``sin`` from :func:`rotary_tables` (broadcastable to
+    ``x``): :math:`y_{2i} = x_{2i} \cos\theta_i - x_{2i+1} \sin\theta_i`,
+    :math:`y_{2i+1} = x_{2i+1} \cos\theta_i + x_{2i} \sin\theta_i`.
 
     Run eagerly, it is that complex product: one kernel (a pair of adjacent
     floats *is* a complex number in memory, so ``view_as_complex`` copies
@@ -281,9 +262,9 @@ def rotate_pairs(
     numbers, it is written out in reals, ``swapped`` holding each pair the
     other way round, ``(x[2i+1], x[2i])``, and the compiler fuses the lines
     into one kernel. The two are equal to rounding (tests/test_positions.py).
-    ``turn``, the complex ``e^{iθ}`` ``[..., seq, d_head / 2]``, is made
-    from ``cos`` and ``sin`` unless given (a caller that keeps it saves that
-    step).
+    ``turn``, the complex :math:`e^{\mathrm{i} \theta_i}` ``[..., seq,
+    d_head / 2]``, is made from ``cos`` and ``sin`` unless given (a caller
+    that keeps it saves that step).
     """
     if torch.compiler.is_compiling():
         swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
@@ -298,70 +279,51 @@ def rotate_pairs(
     ):
         pairs = pairs.clone(memory_format=torch.contiguous_format)
     if turn is None:
-        turn = torch.complex(cos[..., 0::2], sin[..., 1::2])  # e^{iθ}
+        # :math:`e^{\mathrm{i}\theta} = \cos\theta + \mathrm{i} \sin\theta`
+        turn = torch.complex(cos[..., 0::2], sin[..., 1::2])
     return torch.view_as_real(torch.view_as_complex(pairs) * turn).flatten(-2)
 
 
 class RotaryMultiHeadAttention(MultiHeadAttention):
-    """``MultiHeadAttention`` with rotary embeddings applied to q and k after
-    the heads split.
+    r""":class:`MultiHeadAttention` with rotary embeddings applied to q and k
+    after the heads split: the score of query :math:`i` and key :math:`j` is
+    :math:`(R_{P_i} q_i) \cdot (R_{P_j} k_j) = q_i^\top R_{P_j - P_i} k_j`.
 
     The same constructor arguments, defaults and forward as the base class,
     plus ``base``: query ``[batch, q_len, d_model]``, key/value ``[batch,
     k_len, kdim/vdim]`` -> ``[batch, q_len, d_model]`` (or ``(output,
     weights)`` with ``need_weights=True``). Through the ``transform_qk`` hook,
-    key j is rotated to position j and query i to ``k_len - q_len + i`` (the
-    base class's offset convention), so calling it with the last q_len tokens
-    as the query and every token so far as key and value gives the last rows of
-    the full pass (incremental decoding). d_head = d_model / n_heads must be
-    even; ``base``, a positive finite float, sets the slowest wavelength
-    (``2π·base``).
+    key :math:`j` is rotated to position :math:`j` and query :math:`i` to
+    :math:`k_\text{len} - q_\text{len} + i` (the base class's offset
+    convention), so calling it with the last q_len tokens as the query and
+    every token so far as key and value gives the last rows of the full pass
+    (incremental decoding). :math:`d_\text{head} = d_\text{model} / H` must
+    be even; ``base``, a positive finite float, sets the slowest wavelength
+    (:math:`2\pi \cdot \text{base}`).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        dropout: float = 0.0,
-        bias: bool = True,
-        causal: bool = False,
-        kdim: int | None = None,
-        vdim: int | None = None,
-        backend: str = "auto",
-        scale: float | None = None,
-        cpu_bf16_sdpa_in_float32: bool = True,
-        base: float = 10000.0,
-    ):
-        super().__init__(
-            d_model,
-            n_heads,
-            dropout=dropout,
-            bias=bias,
-            causal=causal,
-            kdim=kdim,
-            vdim=vdim,
-            backend=backend,
-            scale=scale,
-            cpu_bf16_sdpa_in_float32=cpu_bf16_sdpa_in_float32,
-        )
+    @family_arguments
+    def __init__(self, *args, base: float = 10000.0, **kwargs):
+        super().__init__(*args, **kwargs)
         if self.d_head % 2:
             raise ValueError(
                 "rotary embeddings rotate channel pairs: d_head = d_model /"
-                f" n_heads must be even, got d_model={d_model},"
-                f" n_heads={n_heads}, d_head={self.d_head}"
+                f" n_heads must be even, got d_model={self.d_model},"
+                f" n_heads={self.n_heads}, d_head={self.d_head}"
             )
         self.base = check_positive_float("base", base)
-        # ((device, dtype), cos, sin, e^{iθ}) for positions 0, 1, ...,
-        # len - 1; grown on demand
+        # ((device, dtype), cos, sin, :math:`e^{\mathrm{i}\theta}`) for
+        # positions :math:`0, 1, \dots, n - 1`; grown on demand
         self._tables: tuple | None = None
 
     def _rotation(self, start: int, length: int, device, dtype) -> tuple:
-        """``cos, sin`` (:func:`rotary_tables`, in ``dtype``) and ``e^{iθ}``
-        (complex, for :func:`rotate_pairs`) for positions
-        ``start .. start + length - 1``: slices of tables built once per
-        device and dtype, and rebuilt (twice as long) when a call reaches past
-        them, so that training (the same positions every step) and decoding
-        (one more position per token) build them once or a few times."""
+        r"""``cos, sin`` (:func:`rotary_tables`, in ``dtype``) and
+        :math:`e^{\mathrm{i}\theta}` (complex, for :func:`rotate_pairs`) for
+        positions ``start .. start + length - 1``: slices of tables built once
+        per device and dtype, and rebuilt (twice as long) when a call reaches
+        past them, so that training (the same positions every step) and
+        decoding (one more position per token) build them once or a few
+        times."""
         # a tensor: the positions themselves (a StaticKVCache's), any values
         if isinstance(start, Tensor):
             return (*rotary_tables(start, self.d_head, self.base, dtype), None)
@@ -385,7 +347,8 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     def transform_qk(
         self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0
     ) -> tuple[Tensor, Tensor]:
-        # in float32 at least, as rotary_embedding
+        # :math:`R_{P} x` for every query and key, in float32 at least, as
+        # :func:`rotary_embedding`.
         compute = torch.promote_types(q.dtype, torch.float32)
 
         def rotate(x, start):
