@@ -412,7 +412,7 @@ def defines(module_file, name):
     [
         ("causal_mask", "attention"),
         ("MultiHeadAttention", "attention"),
-        ("AlibiMultiHeadAttention.forward", "alibi"),
+        ("AlibiMultiHeadAttention.attention_bias", "alibi"),
         ("mixers.alibi.alibi_slopes", "alibi"),
         ("alibi.alibi_slopes()", "alibi"),
     ],

@@ -131,4 +131,4 @@ def test_core_of_a_package_function_shows_fewer_lines_and_no_checks():
     shown = core(whole)
     assert len(shown.splitlines()) < len(whole.splitlines())
     assert "check_positive_int(" not in shown and '"""' not in shown
-    assert "self.sgu(z, token_mask, gate_residual)" in shown
+    assert "self.sgu(z, token_mask, gate_residual" in shown
