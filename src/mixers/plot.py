@@ -1044,7 +1044,7 @@ def live_beside_committed(
             curves(results),
             ax=ax,
             train=train,
-            title=f"{what}: {prov['profile']} on {where}",
+            title=f"{what}:\n{prov['profile']} on {where}",
         )
         ax.get_legend().remove()
         for secondary in list(ax.child_axes):  # nats only: one scale here
