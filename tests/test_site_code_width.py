@@ -6,9 +6,7 @@ The first test reads the notebooks (no browser). The second opens each
 chapter of the built site in headless Chromium (the server and browser of
 tests/test_site.py, which says how to build the site and when the browser
 tests skip), opens every collapsed "Show code cell source", and measures
-every code cell's input and every listing. A chapter's printed outputs are
-measured too, except the few whose width is the machine's (a profiler's
-warnings on stderr) or a benchmark's own report (``OUTPUT_EXCEPTIONS``).
+every code cell's input, every listing and every printed output.
 """
 
 import json
@@ -34,14 +32,6 @@ def test_no_line_of_a_chapter_code_cell_is_longer_than_79_columns(notebook):
         f"{len(long)} lines over {COLUMNS} columns:\n" + "\n".join(long)
     )
 
-
-# Printed outputs allowed to be wider than the column, each with its reason,
-# matched by the start of the output's text.
-OUTPUT_EXCEPTIONS = {
-    # mixers.bench.alibi.format_row: one line per implementation and length,
-    # both passes side by side, as the benchmark prints it in a terminal
-    "L = 64\n": "the ALiBi benchmark's own report (mixers.bench.alibi)",
-}
 
 WIDE_BLOCKS = """(selectors) => {
     // every collapsed cell opened, so that its code is laid out and measured
@@ -85,12 +75,6 @@ def test_no_code_block_of_a_chapter_scrolls_sideways_at_desktop_width(
     finally:
         context.close()
     assert counted > 5, f"{page_path}: only {counted} code cells found"
-    wide = [
-        block
-        for block in wide
-        if block["kind"] != "output"
-        or not any(block["text"].startswith(s) for s in OUTPUT_EXCEPTIONS)
-    ]
     assert not wide, f"{page_path}.html at 1280 px:\n" + "\n".join(
         f"a {b['kind']} scrolls sideways ({b['wide']} px in {b['column']}):"
         f" {b['text'].strip()[:70]!r}"
