@@ -19,6 +19,7 @@ from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 from matplotlib.contour import ContourSet  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 from mixers import plot  # noqa: E402
 
@@ -867,3 +868,125 @@ def test_the_book_style_sets_all_text_to_text_points_and_the_smallest_is_found()
     empty = plt.figure()
     assert plot.smallest_text_points(empty) is None
     plt.close(empty)
+
+
+def close_results(n_runs, profile):
+    """A chapter's results with ``n_runs`` runs whose curves end within
+    0.01 of each other (labels at their ends would overlap) and two runs
+    that lie on one another (as gMLP and aMLP do)."""
+    steps = [100, 200, 300]
+    runs = {
+        f"run {i}": {
+            "steps": steps,
+            "val_loss": [3.0 - 0.1 * i, 2.0 - 0.01 * i, 1.5 - 0.001 * i],
+            "train_loss": [2.9, 1.9, 1.4],
+        }
+        for i in range(n_runs)
+    }
+    runs["twin"] = dict(runs["run 0"])
+    provenance = {"profile": profile, "device_type": "cpu"}
+    return {"runs": runs, "provenance": provenance}
+
+
+def test_live_beside_committed_names_every_run_at_its_line_end_without_overlap():
+    live, committed = close_results(7, "smoke"), close_results(7, "cpu")
+    fig = plot.live_beside_committed(live, committed, lambda r: r["runs"])
+    left, right = fig.axes
+    assert not fig.legends and right.get_legend() is None
+    names = {text.get_text(): text for text in right.texts}
+    assert sorted(names) == sorted(committed["runs"])  # no " (val)"
+    assert not left.texts
+    fig.draw_without_rendering()
+
+    def box(text):  # the name's own box, without its leader
+        return Text.get_window_extent(text)
+
+    boxes = [box(text) for text in names.values()]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b), "two names overlap"
+    for label, text in names.items():
+        drawn = line(right, f"{label} (val)")
+        assert text.get_color() == drawn.get_color()
+        assert text.xy == (drawn.get_xdata()[-1], drawn.get_ydata()[-1])
+        # right of the panel, beside its own point's height where it can
+        assert box(text).x0 > right.get_window_extent().x1
+    lowest = min(names.values(), key=lambda t: box(t).y0)
+    assert lowest.get_text() == "run 6"  # the lowest end, the lowest name
+
+
+def test_live_beside_committed_tells_runs_apart_by_more_than_colour():
+    results = close_results(7, "cpu")
+    fig = plot.live_beside_committed(results, results, lambda r: r["runs"])
+    for ax in fig.axes:
+        drawn = list(ax.get_lines())
+        # colour, line style and marker: no two runs alike in all three,
+        # and no two in line style and marker alone among the first four
+        looks_of = [
+            (ln.get_color(), ln.get_linestyle(), ln.get_marker())
+            for ln in drawn
+        ]
+        assert len(set(looks_of)) == len(drawn) == 8
+        assert len({(s, m) for _, s, m in looks_of[:4]}) == 4
+        assert len({s for _, s, _ in looks_of[:4]}) == 4
+        # the twin drawn last and thinnest: the run it covers shows around it
+        widths = [ln.get_linewidth() for ln in drawn]
+        assert (
+            widths == sorted(widths, reverse=True) and widths[0] > widths[-1]
+        )
+        sizes = [ln.get_markersize() for ln in drawn]
+        assert sizes[0] > sizes[-1]
+
+
+def test_live_beside_committed_with_training_keeps_training_dashed():
+    results = close_results(1, "cpu")
+    del results["runs"]["twin"]
+    fig = plot.live_beside_committed(
+        results, results, lambda r: r["runs"], train=True
+    )
+    right = fig.axes[1]
+    assert line(right, "run 0 (val)").get_linestyle() == "-"
+    assert line(right, "run 0 (train)").get_linestyle() == "--"
+    assert sorted(t.get_text() for t in right.texts) == [
+        "run 0",
+        "run 0 (train)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "targets, expected",
+    [
+        ([0.1, 0.5, 0.9], [0.1, 0.5, 0.9]),  # far apart: left where they are
+        ([0.5, 0.5], [0.45, 0.55]),  # centred on their mean
+        ([0.1, 0.5, 0.52, 0.9], [0.1, 0.46, 0.56, 0.9]),
+        ([0.40, 0.45, 0.50], [0.35, 0.45, 0.55]),  # a group grows
+    ],
+)
+def test_spread_keeps_names_a_gap_apart_and_as_near_their_lines_as_it_can(
+    targets, expected
+):
+    np.testing.assert_allclose(plot._spread(targets, 0.1), expected)
+
+
+def test_no_function_of_plot_has_more_than_50_lines_of_code_after_its_docstring():
+    import ast
+    import inspect
+
+    source = inspect.getsource(plot)
+    lines = source.splitlines()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        body = node.body
+        has_doc = (
+            isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        )
+        start = body[1].lineno if has_doc and len(body) > 1 else body[0].lineno
+        code = [
+            text
+            for text in lines[start - 1 : node.end_lineno]
+            if text.strip() and not text.strip().startswith("#")
+        ]
+        assert len(code) <= 50, f"{node.name}: {len(code)} lines of code"

@@ -964,56 +964,14 @@ def benchmark_curves(
     # another name: every line "n/a"
     check_choice("mode", mode, ("forward", "forward_backward"))
     ax = _axes(ax)
-    names = list(results[0]["implementations"])
-    for i, name in enumerate(names):
-        points = [
-            (row["length"], row["implementations"][name].get(mode, {}))
-            for row in results
-        ]
-        points = [
-            (length, entry)
-            for length, entry in points
-            if entry.get("median_s") is not None
-        ]
-        if metric == "memory":
-            points = [
-                (length, entry)
-                for length, entry in points
-                if entry.get("peak_bytes") is not None
-            ]
+    for i, name in enumerate(results[0]["implementations"]):
+        points = _benchmark_points(results, name, mode, metric)
         # an empty errorbar, so that the legend keeps the implementations'
         # order
         if not points:
             ax.errorbar([], [], yerr=[], label=f"{name} (n/a)", **style(i))
-            continue
-        lengths = [length for length, _ in points]
-        if metric == "time":
-            median = [entry["median_s"] * 1e3 for _, entry in points]
-            low = [
-                m - entry["min_s"] * 1e3
-                for m, (_, entry) in zip(median, points)
-            ]
-            high = [
-                entry["max_s"] * 1e3 - m
-                for m, (_, entry) in zip(median, points)
-            ]
-            ax.errorbar(
-                lengths,
-                median,
-                yerr=[low, high],
-                markersize=4,
-                capsize=3,
-                label=name,
-                **style(i),
-            )
         else:
-            ax.errorbar(
-                lengths,
-                [entry["peak_bytes"] / 2**20 for _, entry in points],
-                markersize=4,
-                label=name,
-                **style(i),
-            )
+            _benchmark_line(ax, points, metric, label=name, **style(i))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length L")
@@ -1027,6 +985,38 @@ def benchmark_curves(
     return ax
 
 
+def _benchmark_points(
+    results: list[dict], name: str, mode: str, metric: str
+) -> list[tuple[int, dict]]:
+    """(length, entry) of one implementation at every length where it has
+    the number ``metric`` plots (a median time; for memory, a peak too)."""
+    points = [
+        (row["length"], row["implementations"][name].get(mode, {}))
+        for row in results
+    ]
+    keys = ("median_s",) if metric == "time" else ("median_s", "peak_bytes")
+    return [
+        (length, entry)
+        for length, entry in points
+        if all(entry.get(key) is not None for key in keys)
+    ]
+
+
+def _benchmark_line(ax, points, metric: str, **looks) -> None:
+    """One implementation's line: median ms with a min-max bar, or peak MiB."""
+    lengths = [length for length, _ in points]
+    if metric == "time":
+        median = [entry["median_s"] * 1e3 for _, entry in points]
+        low = [m - e["min_s"] * 1e3 for m, (_, e) in zip(median, points)]
+        high = [e["max_s"] * 1e3 - m for m, (_, e) in zip(median, points)]
+        ax.errorbar(
+            lengths, median, yerr=[low, high], markersize=4, capsize=3, **looks
+        )
+    else:
+        peak_mib = [entry["peak_bytes"] / 2**20 for _, entry in points]
+        ax.errorbar(lengths, peak_mib, markersize=4, **looks)
+
+
 def live_beside_committed(
     live: dict, committed: dict, curves, train: bool = False
 ):
@@ -1036,7 +1026,10 @@ def live_beside_committed(
 
     ``live`` and ``committed`` are results of one experiment; ``curves``
     (its module's ``curves``) maps results to ``{label: TrainResult
-    dict}``; ``train`` adds the training loss (dashed). Returns the figure.
+    dict}``; ``train`` adds the training loss (dashed). Each run keeps its
+    colour, marker and (without ``train``) line style in both panels, and
+    its name stands at the end of its line in the right-hand panel. Returns
+    the figure.
     """
     fig, axes = plt.subplots(
         1, 2, figsize=(MAX_WIDTH, 3.0), sharey=True, layout="constrained"
@@ -1051,23 +1044,91 @@ def live_beside_committed(
             curves(results),
             ax=ax,
             train=train,
-            title=f"{what}: {prov['profile']} on {where}",
+            title=f"{what}:\n{prov['profile']} on {where}",
         )
         ax.get_legend().remove()
         for secondary in list(ax.child_axes):  # nats only: one scale here
             secondary.remove()
+        _tell_lines_apart(ax, restyle=not train)
     axes[1].set_ylabel("")
-    # one legend: both panels draw the same runs in the same colours
-    handles, labels = axes[0].get_legend_handles_labels()
-    labels = [label.removesuffix(" (val)") for label in labels]
-    # as many columns as fit the figure's width (a character is about half
-    # an em; a column adds its line and padding, about 2.5 em)
-    column = TEXT_POINTS * (0.5 * max(map(len, labels)) + 2.5)
-    fig.legend(
-        handles,
-        labels,
-        loc="outside lower center",
-        ncol=max(1, min(len(labels), 3, int(MAX_WIDTH * 72 // column))),
-        fontsize=TEXT_POINTS,
-    )
+    _label_line_ends(axes[1])
     return fig
+
+
+def _tell_lines_apart(ax, restyle: bool) -> None:
+    """Lines that lie on one another stay visible: the first drawn is the
+    widest, with the largest markers, so that each later line leaves the
+    earlier ones showing at its edges; ``restyle`` also gives the i-th line
+    style(i)'s line style (dashes are told apart where colours are not)."""
+    lines = ax.get_lines()
+    for i, line in enumerate(lines):
+        wider = (len(lines) - 1 - i) / max(1, len(lines) - 1)
+        line.set_linewidth(1.2 + 1.2 * wider)
+        line.set_markersize(3.5 + 2.5 * wider)
+        if restyle:
+            line.set_linestyle(style(i)["linestyle"])
+
+
+def _spread(targets: list[float], gap: float) -> list[float]:
+    """Heights as near the sorted ``targets`` as keeps them ``gap`` apart:
+    labels that would overlap are merged into one group, centred on its
+    targets' mean, until no two groups overlap."""
+    groups = [[target] for target in targets]  # each: its members' targets
+
+    def bottom(group):
+        return sum(group) / len(group) - gap * (len(group) - 1) / 2
+
+    merged = True
+    while merged:
+        merged = False
+        for k in range(len(groups) - 1):
+            top_of_lower = bottom(groups[k]) + gap * (len(groups[k]) - 1)
+            if bottom(groups[k + 1]) - top_of_lower < gap:
+                groups[k : k + 2] = [groups[k] + groups[k + 1]]
+                merged = True
+                break
+    return [bottom(g) + gap * i for g in groups for i in range(len(g))]
+
+
+def _label_line_ends(ax) -> None:
+    """Each line's name (its label less " (val)") in its colour, right of
+    the panel at the height of its last point, moved up or down as little
+    as keeps one line of text between names, with a thin leader from the
+    point to its name."""
+    ax.figure.draw_without_rendering()  # the layout sets the panel's size
+    to_axes = ax.transData + ax.transAxes.inverted()
+    ends = {}
+    for line in ax.get_lines():
+        points = [
+            (x, y)
+            for x, y in zip(line.get_xdata(), line.get_ydata())
+            if y is not None and math.isfinite(y)
+        ]
+        if points:
+            ends[line] = points[-1]
+    # the height of a line of text, as a fraction of the panel's height
+    panel_points = ax.get_window_extent().height * 72 / ax.figure.dpi
+    gap = 1.2 * TEXT_POINTS / panel_points
+    order = sorted(ends, key=lambda line: to_axes.transform(ends[line])[1])
+    heights = _spread(
+        [to_axes.transform(ends[line])[1] for line in order], gap
+    )
+    for line, height in zip(order, heights):
+        ax.annotate(
+            line.get_label().removesuffix(" (val)"),
+            xy=ends[line],
+            xytext=(1.04, height),
+            textcoords="axes fraction",
+            va="center",
+            color=line.get_color(),
+            fontsize=TEXT_POINTS,
+            annotation_clip=False,
+            arrowprops={
+                "arrowstyle": "-",
+                "color": line.get_color(),
+                "linewidth": 0.8,
+                "shrinkA": 0,
+                "shrinkB": 2,
+                "relpos": (0, 0.5),  # to the start of the name
+            },
+        )
