@@ -12,7 +12,8 @@ licence, and no script and no icon font:
 * at build time this extension writes ``_static/icons.css``: for each icon a
   rule that paints the icon's class (``.fa-rocket::before``) with its SVG as a
   mask over the text colour, so that it follows the light and dark themes
-  like the font did; the admonitions' signs are painted the same way;
+  like the font did; the admonitions' signs, and those of links to GitHub
+  and of download links, are painted the same way;
 * the theme's ``<script src="_static/scripts/fontawesome.js">`` is removed from
   every page (``layout.html`` in ``book/_ext/templates``), and the script from
   the site.
@@ -46,6 +47,13 @@ ADMONITION_ICONS = {
     "admonition-todo": "pencil",
 }
 
+# Other signs the theme draws with its font: a link to a GitHub repository
+# (pydata-sphinx-theme marks it with class "github"), a download link.
+LINK_ICONS = {
+    "a.github::before": "github",
+    "a.reference.download::before": "download",
+}
+
 # Every icon: a box the icon's shape (its width in em: Font Awesome's icons
 # are 512 units tall and of various widths), painted in the text colour.
 ICON_BOX = (
@@ -56,11 +64,18 @@ ICON_BOX = (
 )
 
 
+def data_svg(svg: str) -> str:
+    """The SVG without its comment (the licence, which heads the CSS file
+    once), its attributes in single quotes."""
+    return re.sub(r"<!--.*?-->", "", svg, flags=re.S).replace('"', "'")
+
+
 def data_url(svg: str) -> str:
-    """The SVG as a ``url()``, without its comment (the licence, which heads
-    the CSS file once)."""
-    svg = re.sub(r"<!--.*?-->", "", svg, flags=re.S)
-    return f'url("data:image/svg+xml,{quote(svg, safe=" =:/.-,")}")'
+    """The SVG as a ``url()``."""
+    svg = data_svg(svg)
+    # Only what a URL in CSS cannot hold is escaped (<, >, #, %).
+    escaped = quote(svg, safe=" =:/.-,'")
+    return f'url("data:image/svg+xml,{escaped}")'
 
 
 def icon_rules() -> str:
@@ -76,13 +91,22 @@ def icon_rules() -> str:
         ".fa,.fas,.fa-solid,.fab,.fa-brands,.far,.fa-regular"
         "{font-family:inherit}",
     ]
+    rules.append(
+        ",".join(f".fa-{name}::before" for name in shapes) + f"{{{ICON_BOX}}}"
+    )
     for name, svg in shapes.items():
         width, height = map(
-            float, re.search(r'viewBox="0 0 (\S+) (\S+)"', svg).groups()
+            float,
+            re.search(r"viewBox='0 0 (\S+) (\S+)'", data_svg(svg)).groups(),
         )
         rules.append(
             f".fa-{name}::before{{--mixers-icon:{data_url(svg)};"
-            f"{ICON_BOX};width:{width / height:.4g}em}}"
+            f"width:{width / height:.4g}em}}"
+        )
+    for where, name in LINK_ICONS.items():
+        rules.append(
+            f"{where}{{--mixers-icon:{data_url(shapes[name])};{ICON_BOX};"
+            f"font:inherit;width:1em}}"
         )
     for kind, name in ADMONITION_ICONS.items():
         # As specific as the theme's rules, and after them.
