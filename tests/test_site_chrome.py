@@ -9,7 +9,8 @@ fixtures and page helpers of tests/test_site.py):
   SVG shape, on screen, not blank;
 * each chapter has one "Open in Colab" link right under its title, to the
   notebook in the repository that _config.yml names, and keeps its launch
-  button;
+  button; before its first section it shows at most one collapsed bar of
+  code, which says what it holds (book/_ext/chapter_top.py);
 * no heading, and no entry of a visible sidebar, breaks a line inside a word:
   every line of it but the last ends at a space, a hyphen, a dot, an
   underscore or a slash (book/_ext/line_breaks.py);
@@ -79,6 +80,7 @@ def test_the_site_gets_out_of_the_way(site_url, browser, page_path, width):
             first_visit_too_heavy(sum(downloaded.values()))
             + icon_font_downloaded(downloaded)
             + colab_link_wrong(page, page_path)
+            + setup_bars_unclear(page, page_path)
             + words_broken(page)
             + equations_overflow_unseen(page)
             + search_boxes_wrong(page)
@@ -202,6 +204,32 @@ def colab_link_wrong(page, page_path: str) -> list[str]:
         problems.append(f"the Colab link reads {link['text']!r}")
     if not page.locator(".dropdown-launch-buttons").count():
         problems.append("the chapter lost its launch button")
+    return problems
+
+
+def setup_bars_unclear(page, page_path: str) -> list[str]:
+    """A chapter opens with at most one collapsed bar of code before its
+    first section, and the bar says what it holds."""
+    if page_path not in CHAPTERS:
+        return []
+    bars = page.evaluate("""() => {
+        const article = document.querySelector('article.bd-article');
+        const section = article.querySelector('h2');
+        return [...article.querySelectorAll('details.hide')]
+            .filter(bar => !section || bar.compareDocumentPosition(section)
+                                       & Node.DOCUMENT_POSITION_FOLLOWING)
+            .map(bar => bar.querySelector('summary').innerText.trim());
+    }""")
+    problems = []
+    if len(bars) > 1:
+        problems.append(
+            f"the chapter opens with {len(bars)} collapsed bars, not one: {bars}"
+        )
+    problems += [
+        f"a bar at the top of the chapter does not say what it holds: {bar!r}"
+        for bar in bars
+        if bar.startswith("Show code cell")
+    ]
     return problems
 
 

@@ -10,9 +10,10 @@
   ``hide-input``): the Colab cell, which installs the package on Colab, and
   the cells right after it, such as the imports, used to be one "Show code
   cell source" bar each, two or three of them before the chapter's first
-  section. Adjacent ones with no output are folded into one bar that says
-  what it holds ("Show the setup code: installing on Colab, the imports and
-  settings"); a hidden cell of imports elsewhere says "Show the imports".
+  section. Adjacent ones are folded into one bar that says what it holds
+  ("Show the setup code: installing on Colab, the imports, the settings"),
+  up to one that shows an output, which stays in its place under the bar; a
+  hidden cell of imports elsewhere says "Show the imports".
 """
 
 import re
@@ -65,10 +66,9 @@ def what_it_holds(code: str) -> str:
     ]
     if "google.colab" in code:
         return "installing on Colab"
-    imports = [re.match(r"(import|from)\s|\)$|\s", line) for line in lines]
-    if lines and imports[0]:
-        return "the imports" + ("" if all(imports) else " and settings")
-    return "the chapter's settings"
+    if lines and re.match(r"(import|from)\s", lines[0]):
+        return "the imports"
+    return "the settings"
 
 
 class FoldSetupCells(SphinxPostTransform):
@@ -91,21 +91,22 @@ class FoldSetupCells(SphinxPostTransform):
                 continue
             run = [cell]
             sibling = cell.next_node(descend=False, siblings=True)
-            while (
-                isinstance(sibling, nodes.container)
-                and sibling.get("nb_element") == "cell_code"
-                and self.only_hidden_input(sibling, HideCodeCellNode)
-            ):
+            # The run ends after a cell that shows an output (which stays).
+            while self.hidden_input(sibling, HideCodeCellNode):
                 run.append(sibling)
+                if len(sibling.children) > 1:
+                    break
                 sibling = sibling.next_node(descend=False, siblings=True)
             done.update(map(id, run))
             bar = cell.children[0]
             for other in run[1:]:
                 bar.extend(other.children[0].children)
-                other.parent.remove(other)
+                other.remove(other.children[0])
+                if not other.children:
+                    other.parent.remove(other)
             held = [what_it_holds(c.astext()) for c in bar.children]
-            if len(run) == 1 and held[0].startswith("the imports"):
-                show = "Show " + held[0]
+            if held == ["the imports"]:
+                show = "Show the imports"
             elif len(run) > 1 or held == ["installing on Colab"]:
                 show = "Show the setup code: " + ", ".join(held)
             else:
@@ -118,6 +119,16 @@ class FoldSetupCells(SphinxPostTransform):
         """The cell is its collapsed source and nothing else (no output)."""
         return len(cell.children) == 1 and isinstance(
             cell.children[0], bar_class
+        )
+
+    @staticmethod
+    def hidden_input(cell, bar_class) -> bool:
+        """A code cell whose source is collapsed (it may show an output)."""
+        return (
+            isinstance(cell, nodes.container)
+            and cell.get("nb_element") == "cell_code"
+            and bool(cell.children)
+            and isinstance(cell.children[0], bar_class)
         )
 
 
