@@ -1,27 +1,28 @@
-"""Sphinx extension: headings and sidebar entries break at dots and
-underscores, not inside words.
+"""Sphinx extension: headings and sidebar entries break at dots, underscores
+and slashes, not inside words.
 
 A module's name (``mixers.experiments.alibi_extrapolation``) is one long word
 to the browser: too wide for a phone's heading or the sidebar's column, it
 broke wherever the line ran out (``mixers.experime|nts.alibi_extra|polation``).
-Here every dot or underscore between two letters in a heading of the page and
-in an entry of its sidebars (the book's pages, the page's contents, the
-previous and next links) is followed by ``<wbr>``, a place where the line may
-break; mixers.css forbids breaks inside words there.
+Here every dot, underscore or slash (of a path: ``mixers/views/views.js``)
+between two letters, in a heading of the page and in an entry of its sidebars
+(the book's pages, the page's contents, the previous and next links), is
+followed by ``<wbr>``, a place where the line may break; mixers.css forbids
+breaks inside words there.
 """
 
 import re
 
 from bs4 import BeautifulSoup, NavigableString, Tag
 
-BREAK_AFTER = re.compile(r"(?<=[A-Za-z][._])(?=[A-Za-z])")
+BREAK_AFTER = re.compile(r"(?<=[A-Za-z][._/])(?=[A-Za-z])")
 HEADING = re.compile(r"<h([1-6])\b.*?</h\1>", re.S)
 TEXT = re.compile(r">([^<]+)<")
 
 
 def with_breaks(text: str) -> str:
-    """Plain text (or text escaped for HTML) with ``<wbr>`` after its dots
-    and underscores between letters."""
+    """Plain text (or text escaped for HTML) with ``<wbr>`` after its dots,
+    underscores and slashes between letters."""
     return BREAK_AFTER.sub("<wbr>", text)
 
 
