@@ -6,7 +6,7 @@ maths, and have every image loaded and described by alt text; every control of a
 (``mixers.live``: drawn by ``views.js`` in the page) must have a visible name, move by keyboard
 (sliders) or by a tap or click (choices), and change what the view shows, and the view's text
 must stay legible; a page's own weight (its HTML and images) may not pass 550 KiB, nor a first
-visit (everything it downloads) 4.5 MiB, and without scripts each view shows its static picture; no line of code may wrap, and a table that scrolls sideways must show it and keep its
+visit (everything it downloads) 3 MiB, and without scripts each view shows its static picture; no line of code may wrap, and a table that scrolls sideways must show it and keep its
 first column in view; at desktop width no displayed equation may scroll, and a chapter must read
 in one sitting (at most 17,000 px tall, shown code at most 40 % of it); and the sidebar buttons
 must work: on a phone a tap on ☰ or on the contents button opens its drawer and a tap beside the
@@ -85,7 +85,7 @@ CONTROL_COUNTS = {
 # (about 35 KiB; the gMLP chapter, with its learned weights as data, was at
 # 499 KiB before).
 PAGE_WEIGHT_LIMIT = 550 * 2**10
-FIRST_VISIT_LIMIT = 4.5 * 2**20  # everything a first visit downloads
+FIRST_VISIT_LIMIT = 3 * 2**20  # everything a first visit downloads
 SECONDS = 1000  # Playwright counts milliseconds
 
 

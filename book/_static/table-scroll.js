@@ -1,14 +1,15 @@
-/* A table that scrolls sideways says so.
+/* A table or a display equation that scrolls sideways says so.
 
    The theme puts each table in a box, .pst-scrollable-table-container, that scrolls when the
-   table is wider than the column (on a phone, most results tables). This marks the box with
-   data-more-right while columns lie beyond its right edge and data-more-left once it has
-   scrolled, and keeps the marks true as the reader scrolls, the page is resized, or the table
-   changes width (MathJax typesets the maths in its cells after the page has loaded). The book's
-   CSS (mixers.css) draws the cues from them: a fading right edge, a shadow beside the first
-   column, which stays in view. */
+   table is wider than the column (on a phone, most results tables); a display equation
+   (MathJax's mjx-container) scrolls in itself (mixers.css). This marks such a box with
+   data-more-right while more lies beyond its right edge and data-more-left once it has
+   scrolled, and keeps the marks true as the reader scrolls, the page is resized, or the box
+   changes width (MathJax typesets the maths after the page has loaded, in the tables' cells
+   too). The book's CSS (mixers.css) draws the cues from them: a fading edge, and for a table
+   a shadow beside its first column, which stays in view. */
 (() => {
-  const BOX = ".pst-scrollable-table-container";
+  const BOXES = '.pst-scrollable-table-container, mjx-container[display="true"]';
 
   const mark = (box) => {
     const more = box.scrollWidth - box.clientWidth;
@@ -17,17 +18,34 @@
     box.toggleAttribute("data-more-right", more > 1 && box.scrollLeft < more - 1);
   };
 
-  const start = () => {
-    const boxes = document.querySelectorAll(BOX);
-    const resized = new ResizeObserver((entries) => {
-      for (const entry of entries) mark(entry.target.closest(BOX));
-    });
-    for (const box of boxes) {
-      mark(box);
-      resized.observe(box);
-      for (const table of box.children) resized.observe(table);
-      box.addEventListener("scroll", () => mark(box), { passive: true });
+  const resized = new ResizeObserver((entries) => {
+    for (const entry of entries) {
+      const box = entry.target.closest(BOXES);
+      if (box) mark(box);
     }
+  });
+  const watched = new WeakSet();
+  const watch = (box) => {
+    if (watched.has(box)) return;
+    watched.add(box);
+    mark(box);
+    resized.observe(box);
+    for (const child of box.children) resized.observe(child);
+    box.addEventListener("scroll", () => mark(box), { passive: true });
+  };
+
+  const start = () => {
+    document.querySelectorAll(BOXES).forEach(watch);
+    // Display equations appear when MathJax has typeset them.
+    new MutationObserver((changes) => {
+      for (const change of changes) {
+        for (const node of change.addedNodes) {
+          if (node.nodeType !== Node.ELEMENT_NODE) continue;
+          if (node.matches(BOXES)) watch(node);
+          node.querySelectorAll(BOXES).forEach(watch);
+        }
+      }
+    }).observe(document.body, { childList: true, subtree: true });
   };
 
   if (document.readyState === "loading") {
