@@ -15,7 +15,12 @@ import re
 
 from bs4 import BeautifulSoup, NavigableString, Tag
 
-BREAK_AFTER = re.compile(r"(?<=[A-Za-z][._/])(?=[A-Za-z])")
+# After a dot that follows a name (``SinusoidalPositions.|__init__``), and
+# after an underscore or a slash between two letters or digits
+# (``alibi_|extrapolation``, ``views/|views.js``): never inside ``__init__``.
+BREAK_AFTER = re.compile(
+    r"(?<=[A-Za-z0-9_]\.)(?=[A-Za-z_])|(?<=[A-Za-z0-9][_/])(?=[A-Za-z0-9])"
+)
 HEADING = re.compile(r"<h([1-6])\b.*?</h\1>", re.S)
 TEXT = re.compile(r">([^<]+)<")
 

@@ -74,7 +74,8 @@ export function alibiBias(slope, length, { symmetric = false } = {}) {
 // .. math::
 //
 //    w_{rj} = \frac{e^{c s_{rj} - M_r}}{\sum_k e^{c s_{rk} - M_r}},
-//    \qquad M_r = \max_k c\, s_{rk}.
+//
+//    M_r = \max_k c\, s_{rk}.
 //
 // Subtracting the row's largest :math:`M_r` changes no weight and keeps
 // :math:`e^x` from overflowing.
@@ -188,7 +189,9 @@ export const ACTIVATIONS = {
 //
 // .. math::
 //
-//    u(a, b) = f(a)\, b \quad \text{(gated)}, \qquad u(a) = f(a).
+//    u(a, b) = f(a)\, b \quad \text{(gated)},
+//
+//    u(a) = f(a) \quad \text{(ungated)}.
 //
 // GEGLU is :math:`f = \operatorname{gelu}`, SwiGLU
 // :math:`f = \operatorname{swish}`, the original GLU
@@ -205,7 +208,8 @@ export function unitOutput(activation, gated, a, b) {
 // .. math::
 //
 //    \mu_k = \frac{1}{n - k} \sum_{i - j = k} W_{ij},
-//    \qquad k = 0, \dots, n - 1,
+//
+//    k = 0, \dots, n - 1,
 //
 // the mean weight that position :math:`i` gives the token :math:`k`
 // before it (the diagonal :math:`i - j = k` has :math:`n - k` entries).
