@@ -181,6 +181,27 @@ def as_slopes(slopes, name: str = "slopes_or_n_heads") -> Tensor:
     return alibi_slopes(slopes)
 
 
+def _positions(q_len, k_len, q_offset, query_positions, key_positions, device):
+    """The queries' and keys' positions :math:`P_i, P_j` on ``device``: the
+    given ones, or the defaults :func:`alibi_bias` states."""
+    # Query i at :math:`P_i = q_\text{offset} + i`, or at the position of the
+    # key it sits on; key j at :math:`P_j = j`.
+    if query_positions is None and key_positions is None:
+        query_positions = torch.arange(
+            q_offset, q_offset + q_len, device=device
+        )
+    elif query_positions is None:
+        query_positions = key_positions[..., q_offset : q_offset + q_len]
+    if key_positions is None:
+        key_positions = torch.arange(k_len, device=device)
+    # Integer positions as int64: differences of uint8 positions would wrap
+    # around below zero.
+    return tuple(
+        p.to(device) if p.is_floating_point() else p.to(device, torch.long)
+        for p in (query_positions, key_positions)
+    )
+
+
 def alibi_bias(
     slopes_or_n_heads,
     q_len: int,
@@ -245,21 +266,8 @@ def alibi_bias(
     if device is None:
         given = key_positions if key_positions is not None else query_positions
         device = slopes.device if given is None else given.device
-    # Query i at :math:`P_i = q_\text{offset} + i`, or at the position of the
-    # key it sits on; key j at :math:`P_j = j`.
-    if query_positions is None and key_positions is None:
-        query_positions = torch.arange(
-            q_offset, q_offset + q_len, device=device
-        )
-    elif query_positions is None:
-        query_positions = key_positions[..., q_offset : q_offset + q_len]
-    if key_positions is None:
-        key_positions = torch.arange(k_len, device=device)
-    # Integer positions as int64: differences of uint8 positions would wrap
-    # around below zero.
-    query_positions, key_positions = (
-        p.to(device) if p.is_floating_point() else p.to(device, torch.long)
-        for p in (query_positions, key_positions)
+    query_positions, key_positions = _positions(
+        q_len, k_len, q_offset, query_positions, key_positions, device
     )
 
     # Subtract before any cast to floating point: int64 differences are exact
