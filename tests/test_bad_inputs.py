@@ -13,6 +13,7 @@ import torch
 
 from mixers import alibi, attention, feed_forward, gmlp, live, positions
 from mixers import results as results_module
+from mixers import stats as stats_module  # the rows of stats-side
 from mixers.attention import (
     AdditiveAttention,
     MultiHeadAttention,
@@ -1134,6 +1135,113 @@ CASES = [
         lambda: live.figure_png(None, colours=1),
         ValueError,
         r"colours must be an int in \[2, 256\]",
+    ),
+    # ---- mixers.stats (issue 38; branch stats-side). Each was answered
+    # silently (0.0, nan, 3e-61, a bool read as 1) or in Python's words.
+    # holm([np.float32(.01)]), seeds_needed(1.0, 0.01) and paired_test with
+    # 26 seeds now get the right answer: tests/test_stats.py.
+    (
+        "stats.t_test_p df=0",
+        lambda: stats_module.t_test_p(2.0, 0),
+        ValueError,
+        r"df must be a positive finite float, got 0",
+    ),  # 38
+    (
+        "stats.t_test_p df=-3",
+        lambda: stats_module.t_test_p(2.0, -3),
+        ValueError,
+        r"df must be a positive finite float, got -3",
+    ),  # 38
+    (
+        "stats.t_test_p t=nan",
+        lambda: stats_module.t_test_p(NAN, 3),
+        ValueError,
+        r"t must be a real number, not NaN",
+    ),  # 38
+    (
+        "stats.t_test_p t='2'",
+        lambda: stats_module.t_test_p("2", 3),
+        TypeError,
+        r"t must be a real number, got '2'",
+    ),
+    (
+        "stats.t_quantile df=0",
+        lambda: stats_module.t_quantile(0.975, 0),
+        ValueError,
+        r"df must be a positive finite float, got 0",
+    ),  # 38
+    (
+        "stats.t_quantile q=1",
+        lambda: stats_module.t_quantile(1.0, 3),
+        ValueError,
+        r"q must be a float in \(0.5, 1\), got 1",
+    ),
+    (
+        "stats.seeds_needed sd=True",
+        lambda: stats_module.seeds_needed(sd=True, gap=1),
+        TypeError,
+        r"sd must be a positive finite float, got True",
+    ),  # 38
+    (
+        "stats.seeds_needed sd='1'",
+        lambda: stats_module.seeds_needed("1", 1),
+        TypeError,
+        r"sd must be a positive finite float, got '1'",
+    ),  # 38
+    (
+        "stats.seeds_needed exact='no'",
+        lambda: stats_module.seeds_needed(1, 1, exact="no"),
+        TypeError,
+        r"exact must be a bool, got 'no'",
+    ),
+    (
+        "stats.seeds_needed past 1e12 seeds",
+        lambda: stats_module.seeds_needed(1.0, 1e-7),
+        ValueError,
+        r"sd / gap = 1e\+07 .* needs about 7.85e\+14 seeds",
+    ),
+    (
+        "stats.holm a float",
+        lambda: stats_module.holm(0.01),
+        TypeError,
+        r"p_values must be a sequence of numbers, got float 0.01",
+    ),  # 38
+    (
+        "stats.holm a string",
+        lambda: stats_module.holm("0.01"),
+        TypeError,
+        r"p_values must be a sequence of numbers, got str '0.01'",
+    ),  # 38
+    (
+        "stats.holm a set",
+        lambda: stats_module.holm({0.01, 0.2}),
+        TypeError,
+        r"p_values must be a sequence of numbers, got set",
+    ),
+    (
+        "stats.holm alpha=1",
+        lambda: stats_module.holm([0.01], alpha=1.0),
+        ValueError,
+        r"alpha must be a float in \(0, 1\), got 1",
+    ),
+    (
+        "stats.paired_test differences overflow",
+        lambda: stats_module.paired_test([1e308, -1e308], [-1e308, 1e308]),
+        ValueError,
+        r"a and b: the difference a\[0\] - b\[0\] = 1e\+308 - -1e\+308"
+        r" is inf; differences must be at most 1e\+300",
+    ),  # 38
+    (
+        "stats.t_test_power n=1",
+        lambda: stats_module.t_test_power(1, 0.01, 0.02),
+        ValueError,
+        r"n must be an int >= 2, got 1",
+    ),
+    (
+        "stats.sd_interval n=2.5",
+        lambda: stats_module.sd_interval(0.02, 2.5),
+        TypeError,
+        r"n must be an int >= 2, got 2.5",
     ),
 ]
 
