@@ -468,8 +468,11 @@ def _two_sided_tail(c: float, nu: float, lam: float) -> float:
 
     .. math::
 
-        \\frac{\\int f_S(s)\\, [\\Phi(\\lambda - c s) + \\Phi(-\\lambda - c s)]
-        \\, ds}{\\int f_S(s)\\, ds} .
+        \\begin{aligned}
+        P(|T'| \\ge c) &= \\frac{\\int g\\, f_S\\, ds}{\\int f_S\\, ds} , \\\\
+        g(s) &= \\Phi(\\lambda - c s) \\\\
+        &\\quad + \\Phi(-\\lambda - c s) .
+        \\end{aligned}
 
     Each :math:`\\Phi` turns from 1 to 0 within :math:`12 / c` of
     :math:`\\pm\\lambda / c`, a stretch that may be far narrower than S's
@@ -586,9 +589,12 @@ def sd_interval(sd: float, n: int, level: float = 0.95) -> tuple:
 
     .. math::
 
-        s \\sqrt{\\frac{n - 1}{\\chi^2_{(1 + \\text{level})/2,\\, n-1}}}
-        \\;\\le\\; \\sigma \\;\\le\\;
-        s \\sqrt{\\frac{n - 1}{\\chi^2_{(1 - \\text{level})/2,\\, n-1}}} .
+        \\begin{aligned}
+        \\sigma &\\ge s \\sqrt{\\frac{n - 1}{\\chi^2_{(1 + \\text{level})/2,\\,
+        n-1}}} , \\\\
+        \\sigma &\\le s \\sqrt{\\frac{n - 1}{\\chi^2_{(1 - \\text{level})/2,\\,
+        n-1}}} .
+        \\end{aligned}
 
     With 3 seeds (2 degrees of freedom) the 95 % interval runs from 0.52 s
     to 6.3 s: three seeds barely fix a standard deviation's order of
