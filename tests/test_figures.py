@@ -1,13 +1,14 @@
 """The chapters' figures audit themselves (issue 40): ``mixers.plot.figure_png``,
 which ``use_book_style`` makes every chapter's figure output, records in the
 output's metadata what ``audit_figure`` found in the very draw that made the
-picture, and the smallest heat-map panel.
+picture, and the size of its heat maps.
 
 - the audit, on small synthetic figures: it finds a label cut by the
   picture's edge, a legend on a line, an axis that mixes tick formats, text
   drawn on text, and nothing in a clean figure;
-- every chapter's every figure: its recorded audit is empty, and its heat
-  maps are at least ``MIN_PANEL_PX`` CSS pixels on a 390-px phone. A figure
+- every chapter's every figure: its recorded audit is empty, and each heat
+  map is at least ``MIN_PANEL_PX`` CSS pixels on a 390-px phone, or its
+  cells at least ``MIN_CELL_PX`` (a 5 × 7 matrix reads well smaller). A figure
   that records no audit fails too (its chapter was executed before the audit
   existed: re-execute it with ``python tools/run_notebooks.py``).
 """
@@ -30,9 +31,10 @@ from mixers.plot import AUDIT_KEY, PANEL_KEY, figure_png  # noqa: E402
 
 # A phone's text column, and the CSS width of a picture shown whole there.
 PHONE_COLUMN = 358
-# The smallest a heat map may be on a phone: with fewer pixels its rows and
-# columns blur into each other (the gMLP chapter's 12 maps were 55 px).
-MIN_PANEL_PX = 100
+# The smallest a heat map may be on a phone (the gMLP chapter's 12 maps of a
+# 64 × 64 W were 55 px, under a pixel a cell), unless each of its cells is
+# large enough to read on its own.
+MIN_PANEL_PX, MIN_CELL_PX = 100, 8
 
 
 @pytest.fixture(autouse=True)
@@ -136,11 +138,14 @@ def test_text_drawn_on_text_is_found_and_a_heat_map_records_its_size():
     ax.text(0.05, 0.5, "two", color="w")
     data, metadata = figure_png(fig)
     assert metadata[AUDIT_KEY] == ["text 'one' overlaps text 'two'"]
-    # the panel's smaller side in the picture's (retina) pixels
+    # the panel's smaller side, and a cell's, in the picture's (retina)
+    # pixels
     width, height = fig.get_size_inches() * fig.dpi * 2
     position = ax.get_position()
     side = min(position.width * width, position.height * height)
-    assert metadata[PANEL_KEY] == pytest.approx(side, abs=1)
+    assert metadata[PANEL_KEY] == [
+        [pytest.approx(side, abs=1), pytest.approx(side / 2, abs=1)]
+    ]
 
 
 def test_tick_formats_are_told_apart():
@@ -205,14 +210,15 @@ def test_every_figure_of_the_chapter_passes_its_audit(notebook):
             )
             continue
         problems += [f"{where}: {problem}" for problem in metadata[AUDIT_KEY]]
-        if PANEL_KEY in metadata:
-            # picture pixels are retina (2 a CSS pixel); a picture wider
-            # than the phone's column is shown at the column's width
-            width = metadata.get("width") or PHONE_COLUMN
-            shown = metadata[PANEL_KEY] / 2 * min(1, PHONE_COLUMN / width)
-            if shown < MIN_PANEL_PX:
+        # picture pixels are retina (2 a CSS pixel); a picture wider than
+        # the phone's column is shown at the column's width
+        width = metadata.get("width") or PHONE_COLUMN
+        scale = min(1, PHONE_COLUMN / width) / 2
+        for side, cell in metadata.get(PANEL_KEY, []):
+            if side * scale < MIN_PANEL_PX and cell * scale < MIN_CELL_PX:
                 problems.append(
-                    f"{where}: a heat map is {shown:.0f} px on a 390-px"
-                    f" phone (at least {MIN_PANEL_PX})"
+                    f"{where}: a heat map is {side * scale:.0f} px on a"
+                    f" 390-px phone, {cell * scale:.1f} px a cell (at least"
+                    f" {MIN_PANEL_PX} px, or {MIN_CELL_PX} px a cell)"
                 )
     assert not problems, "\n".join(problems)

@@ -152,7 +152,7 @@ def figure_png(figure) -> tuple[bytes, dict]:
     smallest text in the picture's pixels (``SMALLEST_TEXT_KEY``; the
     browser test turns it into the size a phone shows), what
     :func:`audit_figure` found in the very draw that made the picture
-    (``AUDIT_KEY``) and the smallest heat-map panel (``PANEL_KEY``)."""
+    (``AUDIT_KEY``) and the size of its heat maps (``PANEL_KEY``)."""
     from IPython.core.pylabtools import retina_figure
     from matplotlib_inline.config import InlineBackend
 
@@ -162,7 +162,7 @@ def figure_png(figure) -> tuple[bytes, dict]:
         # The last draw is the picture's: the tight bounding box is found by
         # an earlier one, and the layout may move things in between.
         found[:] = [audit_figure(figure, event.renderer)]
-        found.append(smallest_panel(figure))
+        found.append(heat_map_panels(figure))
 
     options = InlineBackend.instance().print_figure_kwargs
     listening = figure.canvas.mpl_connect("draw_event", audit)
@@ -175,9 +175,9 @@ def figure_png(figure) -> tuple[bytes, dict]:
     if points is not None:
         # retina: twice the figure's pixels per inch
         metadata[SMALLEST_TEXT_KEY] = round(points / 72 * figure.dpi * 2, 2)
-    metadata[AUDIT_KEY], panel = found or (["the figure was not drawn"], None)
-    if panel is not None:
-        metadata[PANEL_KEY] = panel
+    metadata[AUDIT_KEY], panels = found or (["the figure was not drawn"], [])
+    if panels:
+        metadata[PANEL_KEY] = panels
     return data, metadata
 
 
@@ -208,9 +208,9 @@ def palette_png(png: bytes, colours: int = 256) -> bytes:
 #: The key under which a chapter's figure records what :func:`audit_figure`
 #: found: a list of problems, empty when it found none.
 AUDIT_KEY = "mixers/figure_audit"
-#: The key of the smallest side of the figure's heat-map panels, in the
-#: picture's pixels (absent when it has none).
-PANEL_KEY = "mixers/smallest_panel_px"
+#: The key of the sizes of the figure's heat maps, ``[side, cell]`` each in
+#: the picture's pixels (:func:`heat_map_panels`; absent when it has none).
+PANEL_KEY = "mixers/heat_maps_px"
 
 
 def audit_figure(figure, renderer) -> list[str]:
@@ -477,15 +477,19 @@ def _mixed_tick_formats(figure) -> list[str]:
     return found
 
 
-def smallest_panel(figure) -> float | None:
-    """The smallest side, in the picture's pixels as last drawn, of the
-    figure's panels that show an image (heat maps); None if none does."""
-    sides = [
-        min(ax.bbox.width, ax.bbox.height)
-        for ax in figure.axes
-        if ax.get_visible() and ax.images
-    ]
-    return round(min(sides), 1) if sides else None
+def heat_map_panels(figure) -> list[list[float]]:
+    """``[side, cell]`` of each panel of ``figure`` that shows an image (a
+    heat map), in the picture's pixels as last drawn: the panel's smaller
+    side, and the smaller side of one of its image's cells."""
+    panels = []
+    for ax in figure.axes:
+        if not (ax.get_visible() and ax.images):
+            continue
+        rows, columns = ax.images[0].get_array().shape[:2]
+        width, height = ax.bbox.width, ax.bbox.height
+        cell = min(width / columns, height / rows)
+        panels.append([round(min(width, height), 1), round(cell, 1)])
+    return panels
 
 
 def panel_grid(
