@@ -198,14 +198,14 @@ def test_each_diagram_fits_the_column_and_is_legible_on_a_phone(name):
     root = _parse(svg)
     width, height = view_box(svg)
     # shown at its own size: the width and height attributes are the
-    # viewBox's, at most 520 × 450 (a 700-px column shows it whole)
+    # viewBox's, at most 480 × 450 (a 688-px column shows it whole)
     assert (float(root.attrib["width"]), float(root.attrib["height"])) == (
         width,
         height,
     )
-    assert width <= 520 and height <= 450, (width, height)
-    # on a 390-px phone the 358-px column scales it by 358 / width
-    shown = smallest_text(svg) * 358 / width
+    assert width <= 480 and height <= 450, (width, height)
+    # on a 390-px phone the 342-px column scales it by 342 / width
+    shown = smallest_text(svg) * 342 / width
     assert shown >= 9, f"{name}: smallest text {shown:.1f} px on a phone"
 
 

@@ -18,9 +18,9 @@ drawing (and its test) instead of leaving a picture that lies.
 **Drawn for the text column and for a phone.** Each picture is at most
 ``MAX_WIDTH`` units wide and ``MAX_HEIGHT`` tall, written with its own width
 and height, so a page shows it at its natural size in a 700-px column; on a
-390-px phone the column is ``PHONE_COLUMN`` = 358 px and the picture scales
-down by 358 / width. No text may then be under ``SMALLEST_SHOWN`` = 9 px:
-:math:`\text{size} \cdot 358 / \text{width} \ge 9`, which ``Drawing.svg``
+390-px phone the column is ``PHONE_COLUMN`` = 342 px and the picture scales
+down by 342 / width. No text may then be under ``SMALLEST_SHOWN`` = 9 px:
+:math:`\text{size} \cdot 342 / \text{width} \ge 9`, which ``Drawing.svg``
 enforces, with text of 13 and 14 units in pictures up to 480 wide. Each
 picture has a ``<title>`` and a ``<desc>`` (its text alternative), loads
 nothing from anywhere, and uses the colours of the book's map: blue for token
@@ -56,12 +56,13 @@ __all__ = [
 # -----------------------------------------------------------------------------
 # Sizes, fonts and colours
 
-#: The text column of a 390-px phone, in CSS pixels, and the smallest text
-#: (CSS px) a picture may show there.
-PHONE_COLUMN = 358
+#: The text column of a 390-px phone, in CSS pixels (measured on the built
+#: site: 390 less the page's margins), and the smallest text (CSS px) a
+#: picture may show there.
+PHONE_COLUMN = 342
 SMALLEST_SHOWN = 9
 #: The largest picture, in user units (shown 1:1 on a wide page).
-MAX_WIDTH, MAX_HEIGHT = 520, 450
+MAX_WIDTH, MAX_HEIGHT = 480, 450
 #: Text sizes: body and second lines.
 TEXT, SMALL = 14, 13
 
@@ -1057,30 +1058,30 @@ def block() -> Drawing:
     has(parts, "norm_1", "token_mixer", "norm_2", "channel_mixer")
     listed = chapters(book_root())
     by_part = {p: [c for c in listed if c[3] == p] for p in _PART_COLOURS}
-    d = _drawing("block", 500, 450, chapters=_map_chapters(listed))
+    d = _drawing("block", 480, 450, chapters=_map_chapters(listed))
     into = "characters → embeddings (+ positions)"
-    d.text(230, 16, into, SMALL, **QUIET)
-    frame = (16, 28, 468, 340)
+    d.text(220, 16, into, SMALL, **QUIET)
+    frame = (12, 28, 456, 340)
     d.rect(frame, "none", GREY, radius=12, stroke_dasharray="6 4")
-    d.text(28, 206, "× N", TEXT, "start", **BOLD)
-    down(d, 230, 22, 40, head=False)
+    d.text(20, 206, "× N", TEXT, "start", **BOLD)
+    down(d, 220, 22, 40, head=False)
     top = 40
     for mixer in ("token", "channel"):
         rows = by_part[mixer]
         height = 48 + 19 * len(rows)
         join = top + 52 + height
         if top > 40:
-            down(d, 230, top - 8, top, head=False)
-        residual(d, 230, top, join, 455)
-        down(d, 230, top, top + 6)
-        d.box((160, top + 6, 140, 22), NORM, "LayerNorm")
-        down(d, 230, top + 28, top + 38)
+            down(d, 220, top - 8, top, head=False)
+        residual(d, 220, top, join, 440)
+        down(d, 220, top, top + 6)
+        d.box((150, top + 6, 140, 22), NORM, "LayerNorm")
+        down(d, 220, top + 28, top + 38)
         _mixer_box(d, top + 38, height, mixer, rows)
-        down(d, 230, top + 38 + height, join - 11)
-        d.op(230, join, "+")
+        down(d, 220, top + 38 + height, join - 11)
+        d.op(220, join, "+")
         top = join + 19
-    down(d, 230, top - 8, 386)
-    d.text(242, 385, "next block, then logits", SMALL, "start", **QUIET)
+    down(d, 220, top - 8, 386)
+    d.text(232, 385, "next block, then logits", SMALL, "start", **QUIET)
     for i, (number, _, title, where) in enumerate(
         by_part["model"] + by_part["both"]
     ):
@@ -1104,12 +1105,12 @@ _MIXERS = {
 def _mixer_box(d, y, height, mixer, rows):
     """A mixer's box: its name, its role, and the chapters that study it."""
     title, role, fill = _MIXERS[mixer]
-    d.rect((60, y, 340, height), fill, radius=7, stroke_width=1.4)
-    d.text(230, y + 20, title, TEXT, **BOLD)
-    d.text(230, y + 38, role, SMALL, **QUIET)
+    d.rect((56, y, 328, height), fill, radius=7, stroke_width=1.4)
+    d.text(220, y + 20, title, TEXT, **BOLD)
+    d.text(220, y + 38, role, SMALL, **QUIET)
     for i, (number, _, chapter, _) in enumerate(rows):
-        d.badge(84, y + 54 + 19 * i, number, _PART_COLOURS[mixer])
-        d.text(102, y + 58 + 19 * i, chapter, SMALL, "start")
+        d.badge(78, y + 54 + 19 * i, number, _PART_COLOURS[mixer])
+        d.text(96, y + 58 + 19 * i, chapter, SMALL, "start")
 
 
 def _map_chapters(listed) -> str:

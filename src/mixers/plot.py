@@ -220,8 +220,9 @@ def audit_figure(figure, renderer) -> list[str]:
     bars, bars, images) or on text, an axis whose tick labels mix formats
     (``3×10²`` beside ``1000``). Each problem is one sentence naming the
     text or the panel; none is an empty list."""
+    # Text's own box: an annotation's would also hold its arrow.
     texts = [
-        (text, text.get_window_extent(renderer))
+        (text, plt.Text.get_window_extent(text, renderer))
         for text in _drawn(figure)
         if isinstance(text, plt.Text) and text.get_text().strip()
     ]
