@@ -838,8 +838,8 @@ def sgu() -> Drawing:
     d.box((270, 116, 180, 32), NORM, f"{names[0]}: LayerNorm")
     down(d, 360, 148, 164)
     _spatial_box(d, 255, 164, names, seq)
-    d.text(110, 230, "Z₁: the half", SMALL, "start", **QUIET)
-    d.text(110, 248, "that is gated", SMALL, "start", **QUIET)
+    d.text(130, 230, "Z₁: the half", SMALL, "start", **QUIET)
+    d.text(130, 248, "that is gated", SMALL, "start", **QUIET)
     d.arrow((120, 100), (120, 332), (227, 332))
     d.arrow((360, 310), (360, 332), (253, 332))
     d.op(240, 332, "⊙")
@@ -1061,33 +1061,34 @@ def block() -> Drawing:
     d = _drawing("block", 480, 450, chapters=_map_chapters(listed))
     into = "characters → embeddings (+ positions)"
     d.text(220, 16, into, SMALL, **QUIET)
-    frame = (12, 28, 456, 340)
-    d.rect(frame, "none", GREY, radius=12, stroke_dasharray="6 4")
     d.text(20, 206, "× N", TEXT, "start", **BOLD)
-    down(d, 220, 22, 40, head=False)
-    top = 40
+    down(d, 220, 22, 34, head=False)
+    top = 34
     for mixer in ("token", "channel"):
         rows = by_part[mixer]
-        height = 48 + 19 * len(rows)
-        join = top + 52 + height
-        if top > 40:
-            down(d, 220, top - 8, top, head=False)
+        # the box: its name, its role, a row per chapter, a margin
+        height = 50 + 19 * len(rows)
+        join = top + 57 + height
+        if top > 34:
+            down(d, 220, top - 4, top, head=False)
         residual(d, 220, top, join, 440)
-        down(d, 220, top, top + 6)
-        d.box((150, top + 6, 140, 22), NORM, "LayerNorm")
-        down(d, 220, top + 28, top + 38)
-        _mixer_box(d, top + 38, height, mixer, rows)
-        down(d, 220, top + 38 + height, join - 11)
+        down(d, 220, top, top + 4)
+        d.box((150, top + 4, 140, 22), NORM, "LayerNorm")
+        down(d, 220, top + 26, top + 34)
+        _mixer_box(d, top + 34, height, mixer, rows)
+        down(d, 220, top + 34 + height, join - 11)
         d.op(220, join, "+")
-        top = join + 19
-    down(d, 220, top - 8, 386)
-    d.text(232, 385, "next block, then logits", SMALL, "start", **QUIET)
+        top = join + 15
+    frame = (12, 26, 456, join + 13 - 26)
+    d.rect(frame, "none", GREY, radius=12, stroke_dasharray="6 4")
+    down(d, 220, join + 11, join + 30)
+    d.text(208, join + 28, "next block, then logits", SMALL, "end", **QUIET)
     for i, (number, _, title, where) in enumerate(
         by_part["model"] + by_part["both"]
     ):
         title += " (the frame)" if where == "model" else " (both mixers)"
-        d.badge(30, 396 + 19 * i, number, MUTED)
-        d.text(48, 400 + 19 * i, title, SMALL, "start")
+        d.badge(30, join + 42 + 19 * i, number, MUTED)
+        d.text(48, join + 46 + 19 * i, title, SMALL, "start")
     return d
 
 
