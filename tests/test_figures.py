@@ -160,6 +160,34 @@ def test_an_annotation_is_measured_by_its_text_not_its_arrow():
     assert audited(fig) == []
 
 
+def test_a_heat_map_too_small_for_its_numbers_is_found():
+    fig, ax = plt.subplots(figsize=(3, 3))
+    values = [[float(i + j) for j in range(12)] for i in range(12)]
+    ax.imshow(values)
+    for i in range(12):
+        for j in range(12):
+            ax.text(j, i, f"{values[i][j]:.1f}", ha="center", va="center")
+    problems = audited(fig)
+    assert any(
+        p.startswith("the numbers in the cells of panel 1 of 1 need")
+        for p in problems
+    ), problems
+    fig, ax = plt.subplots(figsize=(4, 4))
+    ax.imshow([[0.0, 1.0], [1.0, 0.0]])
+    ax.text(0, 0, "0.0", ha="center", va="center")
+    assert audited(fig) == []
+
+
+def test_a_panel_whose_data_fills_a_corner_is_found():
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot([256, 512, 1024, 2048], [9, 30, 300, 1000], marker="o")
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(8, 2048)  # the lengths another run measured
+    assert audited(fig) == ["the data fills 38% of the width of panel 1 of 1"]
+    ax.set_xlim(200, 2600)
+    assert audited(fig) == []
+
+
 def test_tick_formats_are_told_apart():
     formats = {
         "3×10^2": "scientific",

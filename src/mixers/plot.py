@@ -10,6 +10,7 @@ import math
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 from matplotlib.ticker import MaxNLocator
 
@@ -218,8 +219,10 @@ def audit_figure(figure, renderer) -> list[str]:
     text cut by the edge of the picture (``figure.bbox`` while it draws),
     text on other text, a legend on plotted data (lines, markers, error
     bars, bars, images) or on text, an axis whose tick labels mix formats
-    (``3×10²`` beside ``1000``). Each problem is one sentence naming the
-    text or the panel; none is an empty list."""
+    (``3×10²`` beside ``1000``), a heat map whose cells are smaller than
+    the numbers written in them, a panel whose data fills less than half
+    its width or height. Each problem is one sentence naming the text or the
+    panel; none is an empty list."""
     # Text's own box: an annotation's would also hold its arrow.
     texts = [
         (text, plt.Text.get_window_extent(text, renderer))
@@ -232,6 +235,8 @@ def audit_figure(figure, renderer) -> list[str]:
         *_texts_on_texts(texts),
         *_legends_on_things(figure, renderer, texts),
         *_mixed_tick_formats(figure),
+        *_cells_too_small(figure, renderer),
+        *_empty_panels(figure),
     ]
 
 
@@ -423,8 +428,6 @@ def _display_paths(collection):
 def _line_under(line, region) -> bool:
     """Whether a ``Line2D``'s drawn segments or markers enter ``region``
     (markers count with their size)."""
-    import numpy as np
-
     points = line.get_transform().transform(line.get_xydata())
     points = points[np.isfinite(points).all(axis=1)]
     if not len(points):
@@ -478,6 +481,65 @@ def _mixed_tick_formats(figure) -> list[str]:
     return found
 
 
+def _cell_size(ax):
+    """The width and height of one cell of the panel's (first) image, in
+    the picture's pixels."""
+    rows, columns = ax.images[0].get_array().shape[:2]
+    return ax.bbox.width / columns, ax.bbox.height / rows
+
+
+def _cells_too_small(figure, renderer) -> list[str]:
+    """Heat maps whose cells are smaller than the text written in them: the
+    numbers of neighbouring cells then run into each other."""
+    found = []
+    for ax in figure.axes:
+        if not (ax.get_visible() and ax.images):
+            continue
+        width, height = _cell_size(ax)
+        written = [
+            plt.Text.get_window_extent(text, renderer)
+            for text in ax.texts
+            if text.get_visible() and text.get_text().strip()
+        ]
+        tall = max((box.height for box in written), default=0)
+        wide = max((box.width for box in written), default=0)
+        if tall > height + 1 or wide > width + 1:
+            found.append(
+                f"the numbers in the cells of {_panel_name(figure, ax)} need"
+                f" {wide:.0f} × {tall:.0f} px, its cells are"
+                f" {width:.0f} × {height:.0f}"
+            )
+    return found
+
+
+def _empty_panels(figure, least: float = 0.5) -> list[str]:
+    """Panels whose plotted data (lines, markers) spans less than ``least``
+    of their width or height: the rest of the panel is empty."""
+    found = []
+    for ax in figure.axes:
+        points = [
+            line.get_transform().transform(line.get_xydata())
+            for line in ax.lines
+            if line.get_visible() and line.get_transform() is ax.transData
+        ]
+        points = [p[np.isfinite(p).all(axis=1)] for p in points]
+        points = [p for p in points if len(p)]
+        if not points or ax.images or not ax.get_visible():
+            continue
+        spread = np.concatenate(points)
+        box = ax.bbox
+        wide = np.ptp(spread[:, 0].clip(box.x0, box.x1)) / box.width
+        tall = np.ptp(spread[:, 1].clip(box.y0, box.y1)) / box.height
+        for share, side, axis in ((wide, "width", 0), (tall, "height", 1)):
+            # a constant (a level line, one point) is no empty panel
+            if share < least and np.ptp(spread[:, axis]) > 1:
+                found.append(
+                    f"the data fills {share:.0%} of the {side} of"
+                    f" {_panel_name(figure, ax)}"
+                )
+    return found
+
+
 def heat_map_panels(figure) -> list[list[float]]:
     """``[side, cell]`` of each panel of ``figure`` that shows an image (a
     heat map), in the picture's pixels as last drawn: the panel's smaller
@@ -486,10 +548,8 @@ def heat_map_panels(figure) -> list[list[float]]:
     for ax in figure.axes:
         if not (ax.get_visible() and ax.images):
             continue
-        rows, columns = ax.images[0].get_array().shape[:2]
-        width, height = ax.bbox.width, ax.bbox.height
-        cell = min(width / columns, height / rows)
-        panels.append([round(min(width, height), 1), round(cell, 1)])
+        side = min(ax.bbox.width, ax.bbox.height)
+        panels.append([round(side, 1), round(min(_cell_size(ax)), 1)])
     return panels
 
 
