@@ -182,9 +182,14 @@ def test_a_panel_whose_data_fills_a_corner_is_found():
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot([256, 512, 1024, 2048], [9, 30, 300, 1000], marker="o")
     ax.set_xscale("log", base=2)
-    ax.set_xlim(8, 2048)  # the lengths another run measured
-    assert audited(fig) == ["the data fills 38% of the width of panel 1 of 1"]
+    ax.set_xlim(4, 2048)  # the lengths another run measured
+    assert audited(fig) == ["the data fills 33% of the width of panel 1 of 1"]
     ax.set_xlim(200, 2600)
+    assert audited(fig) == []
+    # a short run beside a long one on a shared scale: no empty panel
+    fig, (short, long) = plt.subplots(1, 2, figsize=(6, 3), sharey=True)
+    short.plot([10, 20], [3.5, 3.4])
+    long.plot([100, 200, 400, 600], [2.7, 2.3, 2.1, 2.0])
     assert audited(fig) == []
 
 

@@ -512,27 +512,44 @@ def _cells_too_small(figure, renderer) -> list[str]:
     return found
 
 
+def _data_fractions(ax):
+    """The points of the panel's plotted lines (not level lines drawn
+    across it), as fractions of its width and height: ``[n, 2]``."""
+    points = [
+        line.get_transform().transform(line.get_xydata())
+        for line in ax.lines
+        if line.get_visible() and line.get_transform() is ax.transData
+    ]
+    points = [p[np.isfinite(p).all(axis=1)] for p in points]
+    points = [p for p in points if len(p)]
+    if not points or ax.images or not ax.get_visible():
+        return None
+    return ax.transAxes.inverted().transform(np.concatenate(points))
+
+
 def _empty_panels(figure, least: float = 0.5) -> list[str]:
-    """Panels whose plotted data (lines, markers) spans less than ``least``
-    of their width or height: the rest of the panel is empty."""
+    """Panels whose plotted data spans less than ``least`` of their width
+    or height: the rest of the panel is empty. Panels that share an axis
+    share its range, so it is their data together that must fill it (a
+    short run beside a long one on a shared scale is no empty panel)."""
+    data = {ax: _data_fractions(ax) for ax in figure.axes}
+    data = {ax: points for ax, points in data.items() if points is not None}
     found = []
-    for ax in figure.axes:
-        points = [
-            line.get_transform().transform(line.get_xydata())
-            for line in ax.lines
-            if line.get_visible() and line.get_transform() is ax.transData
-        ]
-        points = [p[np.isfinite(p).all(axis=1)] for p in points]
-        points = [p for p in points if len(p)]
-        if not points or ax.images or not ax.get_visible():
-            continue
-        spread = np.concatenate(points)
-        box = ax.bbox
-        wide = np.ptp(spread[:, 0].clip(box.x0, box.x1)) / box.width
-        tall = np.ptp(spread[:, 1].clip(box.y0, box.y1)) / box.height
-        for share, side, axis in ((wide, "width", 0), (tall, "height", 1)):
+    for ax, points in data.items():
+        shares = (ax.get_shared_x_axes(), ax.get_shared_y_axes())
+        for axis, (side, shared) in enumerate(
+            zip(("width", "height"), shares)
+        ):
+            together = np.concatenate(
+                [
+                    data[s][:, axis]
+                    for s in shared.get_siblings(ax)
+                    if s in data
+                ]
+            )
+            share = np.ptp(together.clip(0, 1))
             # a constant (a level line, one point) is no empty panel
-            if share < least and np.ptp(spread[:, axis]) > 1:
+            if share < least and np.ptp(points[:, axis]) > 0:
                 found.append(
                     f"the data fills {share:.0%} of the {side} of"
                     f" {_panel_name(figure, ax)}"
