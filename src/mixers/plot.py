@@ -1369,6 +1369,10 @@ def benchmark_curves(
             _benchmark_line(ax, points, metric, label=name, **style(i))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    # The lengths measured, end to end: an "n/a" entry's empty errorbar would
+    # otherwise widen an axis shared with another panel.
+    lengths = [row["length"] for row in results]
+    ax.set_xlim(min(lengths) / 1.2, max(lengths) * 1.2)
     ax.set_xlabel("sequence length L")
     ax.set_ylabel(
         "median time (ms)" if metric == "time" else "peak memory (MiB)"
