@@ -18,9 +18,9 @@ def titles_with_maths(env):
     """{title as text: the title's nodes} of every labelled section whose
     title holds maths."""
     found = {}
-    for label, (docname, labelid, title) in (
-        env.get_domain("std").labels.items()
-    ):
+    for label, (docname, labelid, title) in env.get_domain(
+        "std"
+    ).labels.items():
         if not title or "\\" not in title or title in found:
             continue
         try:

@@ -25,7 +25,8 @@ annotated pages typeset them: ``book/_ext/annotated.py``). In the code that a
 page shows highlighted, every comment reads as text, never as its markup
 (:func:`typeset_comments`): ``:math:`q_i^\top k_j``` becomes a formula that
 MathJax typesets in place (``book/_static/mathjax-setup.js``), a role such as
-``:class:`Foo``` or ``:func:`f``` the name it names, ````x```` plain ``x``. A
+``:class:`Foo``` or ``:func:`f``` the name it names, ````x```` plain ``x``,
+``*word*`` the word in italics. A
 formula that runs onto the next comment line is typeset whole where it
 starts, and the next line keeps what follows it. The code itself is
 untouched.
@@ -261,7 +262,9 @@ _PREFIX = re.compile(r"^(?:#:?|//)[ \t]*")
 # A role (``:math:`...```, ``:class:`~a.B```) or ````literal````, across
 # lines ("\n" joins a comment's lines).
 _MARKUP = re.compile(
-    r":(?P<role>[a-z]+(?::[a-z]+)?):`(?P<target>[^`]*)`|``(?P<literal>.+?)``",
+    r":(?P<role>[a-z]+(?::[a-z]+)?):`(?P<target>[^`]*)`|``(?P<literal>.+?)``"
+    # *emphasis* (not ``*args``, not ``a * b``): the word, in italics.
+    r"|(?<![\w*])\*(?P<emphasis>[^\s*](?:[^*]*[^\s*])?)\*(?![\w*])",
     re.S,
 )
 # The languages whose comments are the package's reStructuredText.
@@ -281,6 +284,9 @@ def _as_text(found):
     name a role names (its lines joined)."""
     if found.group("literal") is not None:
         return _escape(" ".join(found.group("literal").split()))
+    if found.group("emphasis") is not None:
+        words = _escape(" ".join(found.group("emphasis").split()))
+        return f"<em>{words}</em>"
     role, target = found.group("role"), found.group("target")
     if role == "math":
         return MATH_SPAN.format(_escape(" ".join(target.split())))
@@ -305,7 +311,7 @@ def typeset_comments(highlighted: str) -> str:
     role that runs onto the next line is found; it is shown whole where it
     starts, with the punctuation right after it, and the line it ends on
     keeps what follows."""
-    if "`" not in highlighted:
+    if "`" not in highlighted and "*" not in highlighted:
         return highlighted
     lines = highlighted.split("\n")
     comments = {
@@ -322,7 +328,7 @@ def typeset_comments(highlighted: str) -> str:
         while run[-1] + 1 in comments and _only_comment(lines[run[-1] + 1]):
             run.append(run[-1] + 1)
         texts = [html.unescape(comments[i].group(2)) for i in run]
-        if any("`" in text for text in texts):
+        if any("`" in text or "*" in text for text in texts):
             for i, text in zip(run, _comment_run_as_text(texts)):
                 found = comments[i]
                 lines[i] = text and (
