@@ -760,35 +760,31 @@ def _continues(section):
 
 
 def _private(section):
-    """A section that defines names, all private (``_zero_padded``)."""
+    """A section that defines functions or classes of the module, all
+    private (``_zero_padded``; not a method, not a ``__dunder__``)."""
     return bool(section.names) and all(
-        name.split(".")[-1].startswith("_") for name in section.names
+        "." not in name and name.startswith("_") and not name.endswith("__")
+        for name in section.names
     )
 
 
 def _helper_runs(sections):
     """{index of a section: (the run's first section, its private names,
-    its lines of code)} for each section in a run of private helpers
+    its lines of code)} for each section in the run of private helpers
     (functions whose names start with ``_``, and the sections that carry on
-    their bodies) between a module's introduction and its first titled
-    part: folded, so that the page reaches the module's idea first."""
-    runs, at = {}, 1
-    while at < len(sections) and not sections[at].title:
-        if not _private(sections[at]):
-            at += 1
-            continue
-        start, names, lines = at, [], 0
-        while (
-            at < len(sections)
-            and not sections[at].title
-            and (_private(sections[at]) or _continues(sections[at]))
-        ):
-            names += [n for n in sections[at].names if "." not in n]
-            lines += sum(1 for _, t in sections[at].code if t.strip())
-            at += 1
-        for index in range(start, at):
-            runs[index] = (start, names, lines)
-    return runs
+    their bodies) that opens a module, right after its introduction: folded,
+    so that the page reaches the module's idea first."""
+    at = 1
+    names, lines = [], 0
+    while (
+        at < len(sections)
+        and not sections[at].title
+        and (_private(sections[at]) or (names and _continues(sections[at])))
+    ):
+        names += sections[at].names
+        lines += sum(1 for _, t in sections[at].code if t.strip())
+        at += 1
+    return {index: (1, names, lines) for index in range(1, at)}
 
 
 def _plumbing_parts(sections, names):
@@ -888,7 +884,7 @@ class AnnotatedSource(SphinxDirective):
         (reStructuredText) and how many lines of code."""
         shown, _ = self.state.inline_text(summary, self.lineno)
         bar = nodes.inline("", "", *shown)
-        bar += nodes.Text(f" ({lines} lines)")
+        bar += nodes.Text(f" ({lines} line{'' if lines == 1 else 's'})")
         return Fold("", bar, classes=["annotated-fold"])
 
     def _uses(self):
@@ -929,10 +925,18 @@ class AnnotatedSource(SphinxDirective):
         self._link_names(note, section.names)
         row += note
         code_lines = section.code
-        if section.intro and self.imports:
+        if self.imports and (section.intro or section.has_code()):
             folded, code_lines = _split_imports(section.code, self.imports)
-            if folded:
+            if section.intro and folded:
                 row += self._imports_fold(folded)
+            elif folded and not any(t.strip() for _, t in code_lines):
+                # A section of imports alone: folded in its code's place.
+                holder = nodes.container(classes=["annotated-code"])
+                holder += self._imports_fold(folded)
+                row += holder
+                return row
+            else:
+                code_lines = section.code
         code = _code_html(code_lines, self.lexer)
         if code:
             row += nodes.raw(
