@@ -302,6 +302,8 @@ def test_a_formula_that_runs_onto_the_next_comment_line_is_typeset_whole():
         "# \\sum_j e^{-\\infty}`. Zeroing it after\n"
         "# :math:`j <\n"
         "# i`\n"
+        "#\n"
+        "# (a paragraph of its own, after an empty comment line)\n"
         "y = 2  # *args and a * b stay\n"
     )
     shown = shown_text(listings.typeset_comments(highlighted(code)))
@@ -311,6 +313,8 @@ def test_a_formula_that_runs_onto_the_next_comment_line_is_typeset_whole():
         " [e^{-\\infty} / \\sum_j e^{-\\infty}].",
         "# Zeroing it after",
         "# [j < i]",
+        "#",
+        "# (a paragraph of its own, after an empty comment line)",
         "y = 2  # *args and a * b stay",
     ]
 

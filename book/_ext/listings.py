@@ -353,6 +353,7 @@ def _comment_run_as_text(texts):
     joined = "\n".join(t[len(p) :] for t, p in zip(texts, prefixes))
     shown = [[] for _ in texts]
     line, at = 0, 0
+    taken = set()  # lines that a piece from a line above ran onto
 
     def plain(text):
         nonlocal line
@@ -372,11 +373,15 @@ def _comment_run_as_text(texts):
             shown[line].append(_escape(punctuation))
             at += len(punctuation)
             at += len(re.match(r"[ \t]*", joined[at:]).group(0))
+            taken.update(range(line + 1, line + spanned + 1))
             line += spanned
     plain(joined[at:])
-    # A line that a formula from the line above took whole is left out.
+    # A line that a piece from a line above took whole is left out.
     return [
-        _escape(prefix) + "".join(parts) if "".join(parts) or not k else None
+        None
+        if k in taken and not "".join(parts)
+        else _escape(prefix if "".join(parts) else prefix.rstrip())
+        + "".join(parts)
         for k, (prefix, parts) in enumerate(zip(prefixes, shown))
     ]
 
