@@ -479,7 +479,9 @@ def check_attention_call(layer, query, key, value, mask, token_mask, cache):
         return _check_decoding_call(
             layer, query, (key, value, mask, token_mask), cache
         )
-    self_attention = key is None or key is query
+    # The queries are the keys when key is None or the query itself (what
+    # ``project_heads`` pads with them); then the mask is read row by row.
+    queries_are_keys = key is None or key is query
     key = query if key is None else key
     value = key if value is None else value
     for name, x, length, width in (
@@ -503,7 +505,7 @@ def check_attention_call(layer, query, key, value, mask, token_mask, cache):
         check_attention_mask(mask, (batch, layer.n_heads, q_len, k_len))
     if token_mask is not None:
         check_token_mask(token_mask, batch, k_len)
-    if self_attention and mask is not None:
+    if queries_are_keys and mask is not None:
         attend = mask
         if token_mask is not None:
             attend = attend & token_mask[:, None, None, :]

@@ -958,31 +958,40 @@ class MultiHeadAttention(nn.Module):
 
     def project_heads(self, query, key, value, token_mask=None):
         """:math:`Q W^Q, K W^K, V W^V`, each split into heads ``[batch, heads,
-        seq, d_head]``; key None is self-attention, value None is the key."""
-        self_attention = key is None or key is query
+        seq, d_head]``; key None is the query (self-attention), value None is
+        the key."""
         key = query if key is None else key
         value = key if value is None else value
+        # One product for all three only when all three *are* the query, the
+        # same tensor: ``m(x, x, y)`` must read y. Equal values in another
+        # tensor (a view, a clone) take the separate products, which give
+        # the same answer; sharing one product between two tensors of equal
+        # values would send the gradient of one to the other.
+        fused = key is query and value is query
         # A padded key gets weight 0, but :math:`0 \cdot \text{NaN} =
         # \text{NaN}`: so padded inputs are zeroed before they are projected,
         # and whatever they hold never reaches a real token's output or
-        # gradient -- nor, in self-attention, the padded queries' rows.
+        # gradient. Queries given as the keys themselves (self-attention) are
+        # the padded positions too, and are zeroed with them.
         if token_mask is not None:
+            queries_are_keys = key is query
             given_key, key = key, zero_padding(key, token_mask)
             value = (
                 key if value is given_key else zero_padding(value, token_mask)
             )
-            query = key if self_attention else query
-        projected = self.project_qkv(query, key, value, self_attention)
+            query = key if queries_are_keys else query
+        projected = self.project_qkv(query, key, value, fused)
         return tuple(self.split_heads(x) for x in projected)
 
-    def project_qkv(self, query, key, value, self_attention: bool = False):
-        """q, k, v ``[batch, seq, d_model]`` of the inputs. With ``in_proj``,
-        self-attention is one product whose output splits into three (views,
-        no copy), as nanoGPT's; a separate key and value read their own rows
-        of the same weight (two products, or one when value is key)."""
+    def project_qkv(self, query, key, value, fused: bool = False):
+        """q, k, v ``[batch, seq, d_model]`` of the inputs. With ``in_proj``
+        and ``fused`` (query, key and value one tensor), one product whose
+        output splits into three (views, no copy), as nanoGPT's; a separate
+        key and value read their own rows of the same weight (two products,
+        or one when value is key)."""
         if self.in_proj is None:
             return self.q_proj(query), self.k_proj(key), self.v_proj(value)
-        if self_attention:
+        if fused:
             return self.in_proj(query).split(self.d_model, dim=-1)
         # Key and value one product: rows :math:`d..3d` of ``in_proj``.
         if value is key:
