@@ -109,6 +109,21 @@ def read_text(tmp_path_factory, text):
     return results_module.read_results(path)
 
 
+def causal_mha(**options):
+    return MultiHeadAttention(8, 2, causal=True, **options)
+
+
+def cache_with_another_batch(cache, first: int, then: int):
+    layer = causal_mha()
+    layer(x(first, 3, 8), cache=cache)
+    return layer(x(then, 1, 8), cache=cache)
+
+
+def cache_shared_by_two_layers(cache):
+    causal_mha()(x(1, 3, 8), cache=cache)
+    return causal_mha()(x(1, 1, 8), cache=cache)
+
+
 CASES = [
     # ---- Booleans checked as booleans ("no" is truthy).
     (
@@ -1135,6 +1150,52 @@ CASES = [
         ValueError,
         r"colours must be an int in \[2, 256\]",
     ),
+    # ---- Issue 38: a key/value cache checks its own use.
+    (
+        "StaticKVCache a smaller batch after its first write",
+        lambda: cache_with_another_batch(attention.StaticKVCache(8), 2, 1),
+        ValueError,
+        r"cache holds the keys of a batch of 2 \(its size at its first use\),"
+        r" got query of batch 1",
+    ),  # 38
+    (
+        "StaticKVCache a larger batch after its first write",
+        lambda: cache_with_another_batch(attention.StaticKVCache(8), 1, 2),
+        ValueError,
+        r"cache holds the keys of a batch of 1",
+    ),  # 38
+    (
+        "KVCache another batch after its first write",
+        lambda: cache_with_another_batch(attention.KVCache(), 1, 2),
+        ValueError,
+        r"cache holds the keys of a batch of 1",
+    ),  # 38
+    (
+        "KVCache shared by two layers",
+        lambda: cache_shared_by_two_layers(attention.KVCache()),
+        ValueError,
+        r"cache holds the keys and values of another layer",
+    ),  # 38
+    (
+        "StaticKVCache shared by two layers",
+        lambda: cache_shared_by_two_layers(attention.StaticKVCache(8)),
+        ValueError,
+        r"cache holds the keys and values of another layer",
+    ),  # 38
+    (
+        "KVCache on a bidirectional layer",
+        lambda: mha()(x(1, 3, 8), cache=attention.KVCache()),
+        ValueError,
+        r"cache decodes a causal layer, but this layer has causal=False",
+    ),  # 38
+    (
+        "StaticKVCache on a bidirectional ALiBi layer",
+        lambda: alibi.AlibiMultiHeadAttention(8, 2)(
+            x(1, 3, 8), cache=attention.StaticKVCache(8)
+        ),
+        ValueError,
+        r"cache decodes a causal layer, but this layer has causal=False",
+    ),  # 38
 ]
 
 
@@ -1193,3 +1254,19 @@ def test_live_fixtures_into_a_missing_folder_is_a_usage_error(
     assert info.value.code == 2
     assert "the folder" in capsys.readouterr().err
     assert not (tmp_path / "missing").exists()
+
+
+def test_the_checks_import_no_module_they_check():
+    """A cache is known by its own ``check_use``: _checks imports no layer module (no import
+    circle with mixers.attention)."""
+    import ast
+
+    from mixers import _checks
+
+    tree = ast.parse(open(_checks.__file__).read())
+    imported = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert imported <= {"__future__", "torch"}, imported

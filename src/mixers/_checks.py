@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 
 import torch
 from torch import Tensor
@@ -517,12 +518,11 @@ def check_attention_call(layer, query, key, value, mask, token_mask, cache):
 
 def _check_decoding_call(layer, query, others, cache) -> None:
     """A decoding step: a key/value cache, and the new tokens as ``query``
-    alone."""
-    from .attention import KVCache, StaticKVCache  # it imports this module
-
-    if not isinstance(cache, (KVCache, StaticKVCache)):
+    alone; then the cache checks its own use (``check_cache_use``). A cache
+    is known by its ``check_use`` method, so this module imports none."""
+    if not callable(getattr(cache, "check_use", None)):
         raise TypeError(
-            "cache must be a mixers.attention.KVCache, got"
+            "cache must be a mixers.attention.KVCache or StaticKVCache, got"
             f" {type(cache).__name__}"
         )
     if any(x is not None for x in others):
@@ -534,6 +534,45 @@ def _check_decoding_call(layer, query, others, cache) -> None:
     expected = f"[batch, new, d_model={layer.d_model}]"
     check_tensor(query, "query", expected, ndim=3, width=layer.d_model)
     check_dtype_matches(query, "query", layer.q_proj)
+    cache.check_use(layer, query)
+
+
+def check_cache_use(cache, layer, query):
+    """What a key/value ``cache`` may be used for, before ``layer`` reads or
+    writes it: the keys of one causal layer, for one batch of sequences.
+    Returns its owner (a weak reference to the layer) and batch size, set at
+    its first use.
+
+    A cache holds the past keys of the layer that wrote them; another layer's
+    queries would read them as their own. It holds no future keys, which a
+    bidirectional layer (``causal=False``) reads, so its answer would differ
+    from the full pass. And its buffers hold the first call's batch: a batch
+    of another size would be broadcast against them, or refused in torch's
+    words. Inside ``torch.compile`` nothing is checked: the call it traces
+    was checked eagerly first."""
+    if torch.compiler.is_compiling():
+        return cache.owner, cache.batch
+    if not layer.causal:
+        raise ValueError(
+            "cache decodes a causal layer, but this layer has causal=False:"
+            " its tokens read the ones after them, which a cache never"
+            " holds; call the layer on the whole sequence instead"
+        )
+    owner = cache.owner() if cache.owner is not None else None
+    if cache.owner is not None and owner is not layer:
+        raise ValueError(
+            "cache holds the keys and values of another layer (it is bound"
+            " to the first layer that used it): give each layer a cache of"
+            " its own, e.g. [KVCache() for _ in layers]"
+        )
+    batch = query.shape[0]
+    if cache.batch is not None and batch != cache.batch:
+        raise ValueError(
+            f"cache holds the keys of a batch of {cache.batch} (its size at"
+            f" its first use), got query of batch {batch}"
+            f" {tuple(query.shape)}: start a new cache for another batch"
+        )
+    return cache.owner or weakref.ref(layer), batch
 
 
 def check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:

@@ -60,6 +60,7 @@ from ._checks import (
     check_attention_call,
     check_attention_mask,
     check_bias,
+    check_cache_use,
     check_choice,
     check_context_and_question,
     check_dropout,
@@ -519,7 +520,19 @@ class AdditiveAttention(nn.Module):
 # A key/value cache: decoding one token at a time without recomputing the past.
 
 
-class KVCache:
+class _CheckedUse:
+    """What both caches check of their use (``check_cache_use``): the keys and
+    values of one causal layer, for one batch. A cache is bound to both at
+    its first use, and refuses any other layer or batch size."""
+
+    owner = None  # a weak reference to the layer, from the first use
+    batch: int | None = None  # the batch size, from the first use
+
+    def check_use(self, layer, query: Tensor) -> None:
+        self.owner, self.batch = check_cache_use(self, layer, query)
+
+
+class KVCache(_CheckedUse):
     r"""The keys and values a self-attention layer has made so far, for
     decoding token by token.
 
@@ -575,7 +588,7 @@ class KVCache:
         return self.k, self.v
 
 
-class StaticKVCache:
+class StaticKVCache(_CheckedUse):
     r"""A ``KVCache`` whose buffers are allocated once and written in place:
     what a GPU decodes with.
 
@@ -857,8 +870,9 @@ class MultiHeadAttention(nn.Module):
         ``key_padding_mask``). cache: a :class:`KVCache` or
         :class:`StaticKVCache` for decoding (self-attention, no masks): query
         holds the new tokens, which read every key the cache holds and their
-        own. Returns output ``[batch, q_len, d_model]``, or ``(output, weights
-        [batch, heads, q_len, k_len])`` with ``need_weights=True`` (eager).
+        own; a cache serves one causal layer and one batch size. Returns
+        output ``[batch, q_len, d_model]``, or ``(output, weights [batch,
+        heads, q_len, k_len])`` with ``need_weights=True`` (eager).
         """
         # A subclass may run the call on a kernel of its own: ALiBi's flex
         # backend computes its bias inside the kernel.
