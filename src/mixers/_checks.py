@@ -675,7 +675,10 @@ def check_alibi_bias_arguments(
     q_len, k_len, q_offset, query_positions, key_positions, dtype, **flags
 ) -> int:
     """``alibi_bias``'s arguments; returns ``q_offset`` with its default
-    filled in. ``flags``: ``causal``, ``symmetric``."""
+    filled in. ``flags``: ``causal``, and ``symmetric``, a bool or None (its
+    default: symmetric exactly when not causal)."""
+    if flags["symmetric"] is None:
+        flags["symmetric"] = not flags["causal"]
     check_flags(**flags)
     if dtype is not None and (
         not isinstance(dtype, torch.dtype) or not dtype.is_floating_point
