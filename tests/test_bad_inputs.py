@@ -7,6 +7,7 @@ results files and the runs that share a folder have tests of their own
 
 import json
 import math
+from unittest import mock
 
 import pytest
 import torch
@@ -122,6 +123,17 @@ def cache_with_another_batch(cache, first: int, then: int):
 def cache_shared_by_two_layers(cache):
     causal_mha()(x(1, 3, 8), cache=cache)
     return causal_mha()(x(1, 1, 8), cache=cache)
+
+
+def train_on(device, cuda: bool):
+    """``train`` on ``device`` with CUDA present (one GPU) or not, as the test says: nothing here
+    may depend on the machine's own (tests/conftest.py, MIXERS_FAKE_CUDA)."""
+    with (
+        mock.patch("torch.cuda.is_available", return_value=cuda),
+        mock.patch("torch.cuda.device_count", return_value=int(cuda)),
+    ):
+        model, dataset = tiny_model()
+        return train(model, dataset, tiny_config(), device, progress=False)
 
 
 CASES = [
@@ -1195,6 +1207,71 @@ CASES = [
         ),
         ValueError,
         r"cache decodes a causal layer, but this layer has causal=False",
+    ),  # 38
+    # ---- Issue 38: devices, and the model's own input named.
+    (
+        "dot_product_attention a meta query with CPU keys",
+        lambda: dot_product_attention(
+            x(1, 3, 4).to("meta"), x(1, 3, 4), x(1, 3, 4)
+        ),
+        ValueError,
+        r"q, k, v must be on one device, got q meta, k cpu, v cpu",
+    ),  # 38
+    (
+        "dot_product_attention a mask on another device",
+        lambda: dot_product_attention(
+            x(1, 3, 4).to("meta"),
+            x(1, 3, 4).to("meta"),
+            x(1, 3, 4).to("meta"),
+            mask=ones(3, 3),
+        ),
+        ValueError,
+        r"q, mask must be on one device, got q meta, mask cpu",
+    ),  # 38
+    (
+        "mha a meta query, CPU weights",
+        lambda: mha()(x(1, 3, 8).to("meta")),
+        ValueError,
+        r"query is on meta but the layer's weights are on cpu",
+    ),  # 38
+    (
+        "mha key on another device than the query",
+        lambda: mha()(x(1, 3, 8), x(1, 3, 8).to("meta")),
+        ValueError,
+        r"query, key, value must be on one device, got query cpu, key meta",
+    ),  # 38
+    (
+        "model an empty batch",
+        lambda: tiny_model()[0](torch.zeros(0, 5, dtype=torch.long)),
+        ValueError,
+        r"idx must have shape \[batch, seq\] with batch >= 1 and seq >= 1,"
+        r" got \(0, 5\) \(an empty batch\)",
+    ),  # 38
+    (
+        "train device='cuda' without CUDA",
+        lambda: train_on("cuda", cuda=False),
+        ValueError,
+        r"device='cuda' but CUDA is not available here",
+    ),  # 38
+    (
+        "train device='cuda:3' with one GPU",
+        lambda: train_on("cuda:3", cuda=True),
+        ValueError,
+        r"device='cuda:3' but this machine has 1 CUDA device \(cuda:0 to"
+        r" cuda:0\)",
+    ),  # 38
+    (
+        "train device='tpu'",
+        lambda: train_on("tpu", cuda=False),
+        ValueError,
+        r"device must be a torch.device or its name: 'cpu', 'cuda', 'cuda:N'"
+        r" or 'mps', got 'tpu'",
+    ),  # 38
+    (
+        "train device=3",
+        lambda: train_on(3, cuda=False),
+        TypeError,
+        r"device must be a torch.device or its name",
     ),  # 38
 ]
 

@@ -150,6 +150,34 @@ def check_same_dtype(**tensors: Tensor) -> None:
         )
 
 
+def check_same_device(**tensors: Tensor | None) -> None:
+    """Tensors that meet in one computation share a device (None: absent).
+    Torch refuses most mixes in its own words, and some not at all: a
+    ``meta`` query times CPU keys gives a CPU result."""
+    devices = {n: t.device for n, t in tensors.items() if t is not None}
+    if len(set(devices.values())) > 1:
+        shown = ", ".join(
+            f"{name} {device}" for name, device in devices.items()
+        )
+        raise ValueError(
+            f"{', '.join(devices)} must be on one device, got {shown}: move"
+            " them to one (x.to(device))"
+        )
+
+
+def check_device_matches(x: Tensor, name: str, layer) -> Tensor:
+    """``x`` on the device of the weight of ``layer`` (a linear layer; one
+    without a weight takes any device)."""
+    weight = getattr(layer, "weight", None)
+    if isinstance(weight, Tensor) and x.device != weight.device:
+        raise ValueError(
+            f"{name} is on {x.device} but the layer's weights are on"
+            f" {weight.device}: move one to the other (layer.to({name}.device)"
+            f" or {name}.to('{weight.device}'))"
+        )
+    return x
+
+
 def _check_bool(mask, name: str, meaning: str, expected: str) -> Tensor:
     if not isinstance(mask, Tensor):
         raise TypeError(
@@ -393,6 +421,38 @@ def check_flags(**flags) -> None:
         check_bool(name, value)
 
 
+def check_device(name: str, value) -> torch.device:
+    """A device this process can train on: a ``torch.device`` or its name,
+    of type ``cpu``, ``cuda`` (available, and an index below the GPU count)
+    or ``mps`` (available). Refused here, not deep in torch at the first
+    step."""
+    rule = "a torch.device or its name: 'cpu', 'cuda', 'cuda:N' or 'mps'"
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(f"{name} must be {rule}, got {value!r}")
+    try:
+        device = torch.device(value)
+    except RuntimeError:
+        raise ValueError(f"{name} must be {rule}, got {value!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"{name}={value!r} but CUDA is not available here"
+            " (torch.cuda.is_available() is False): use 'cpu'"
+        )
+    if device.type == "cuda" and device.index is not None:
+        count = torch.cuda.device_count()
+        if device.index >= count:
+            raise ValueError(
+                f"{name}={value!r} but this machine has {count} CUDA"
+                f" device{'' if count == 1 else 's'} (cuda:0 to"
+                f" cuda:{count - 1})"
+            )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{name}={value!r} but MPS is not available here")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"{name} must be {rule}, got {value!r}")
+    return device
+
+
 def check_choice(name: str, value, choices) -> str:
     """One of ``choices`` (names compared as they are: ``"ReLU"`` is not
     ``"relu"``)."""
@@ -420,16 +480,19 @@ def check_token_ids(
         raise TypeError(
             f"{name} must be an int64 tensor {expected}, got {got}"
         )
-    if ids.dim() != 2 or ids.shape[1] == 0:
-        raise ValueError(
-            f"{name} must have shape {expected} with seq >= 1, got"
-            f" {tuple(ids.shape)}"
+    if ids.dim() != 2 or not ids.numel():
+        empty = (
+            " (an empty batch)"
+            if ids.dim() == 2 and ids.shape[0] == 0
+            else " (an empty sequence)"
+            if ids.dim() == 2
+            else ""
         )
-    if (
-        torch.compiler.is_compiling()
-        or ids.device.type != "cpu"
-        or not ids.numel()
-    ):
+        raise ValueError(
+            f"{name} must have shape {expected} with batch >= 1 and seq >="
+            f" 1, got {tuple(ids.shape)}{empty}"
+        )
+    if torch.compiler.is_compiling() or ids.device.type != "cpu":
         return ids
     low, high = torch.aminmax(ids)
     low, high = int(low), int(high)
@@ -495,6 +558,10 @@ def check_attention_call(layer, query, key, value, mask, token_mask, cache):
         check_tensor(x, name, expected, ndim=3, width=size)
     check_same_dtype(query=query, key=key, value=value)
     check_dtype_matches(query, "query", layer.q_proj)
+    check_same_device(
+        query=query, key=key, value=value, mask=mask, token_mask=token_mask
+    )
+    check_device_matches(query, "query", layer.q_proj)
     if key.shape[0] != query.shape[0] or value.shape[:2] != key.shape[:2]:
         raise ValueError(
             f"key and value must have shapes [batch={query.shape[0]},"
@@ -534,6 +601,7 @@ def _check_decoding_call(layer, query, others, cache) -> None:
     expected = f"[batch, new, d_model={layer.d_model}]"
     check_tensor(query, "query", expected, ndim=3, width=layer.d_model)
     check_dtype_matches(query, "query", layer.q_proj)
+    check_device_matches(query, "query", layer.q_proj)
     cache.check_use(layer, query)
 
 
@@ -583,6 +651,7 @@ def check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:
     check_tensor(k, "k", "[..., k_len, d_k]")
     check_tensor(v, "v", "[..., k_len, d_v]")
     check_same_dtype(q=q, k=k, v=v)
+    check_same_device(q=q, k=k, v=v)
     if same_d and k.shape[-1] != q.shape[-1]:
         raise ValueError(
             f"k must have the last dim d_k={q.shape[-1]} of q, got shape"

@@ -70,6 +70,7 @@ from ._checks import (
     check_padded,
     check_positive_int,
     check_qkv,
+    check_same_device,
     check_scale,
     check_softmax_inputs,
 )
@@ -322,6 +323,7 @@ def dot_product_attention(
     it may attend to nothing).
     """
     scores_shape = check_qkv(q, k, v)
+    check_same_device(q=q, mask=mask, bias=bias)
     check_dropout(dropout_p, "dropout_p")
     scale = score_scale(q, scale)
     if bias is not None:
