@@ -7,12 +7,15 @@ results files and the runs that share a folder have tests of their own
 
 import json
 import math
+import tempfile
+from pathlib import Path
 from unittest import mock
 
 import pytest
 import torch
 
 from mixers import alibi, attention, feed_forward, gmlp, live, positions
+from mixers import data as data_module
 from mixers import results as results_module
 from mixers.attention import (
     AdditiveAttention,
@@ -23,7 +26,13 @@ from mixers.attention import (
     masked_softmax,
     zero_padding,
 )
-from mixers.data import CharDataset, CharTokenizer, random_batch
+from mixers.data import (
+    CharDataset,
+    CharTokenizer,
+    CorpusError,
+    load_corpus,
+    random_batch,
+)
 from mixers.model import LanguageModel, ModelConfig
 from mixers.train import (
     TrainConfig,
@@ -134,6 +143,17 @@ def train_on(device, cuda: bool):
     ):
         model, dataset = tiny_model()
         return train(model, dataset, tiny_config(), device, progress=False)
+
+
+# A folder for the cases that need one (made once, at import: the cases are lambdas).
+TMP = Path(tempfile.mkdtemp(prefix="bad-inputs-"))
+
+
+def packaged_corpus_missing():
+    with mock.patch.object(
+        data_module, "corpus_path", return_value=TMP / "gone.txt"
+    ):
+        return load_corpus()
 
 
 CASES = [
@@ -1272,6 +1292,37 @@ CASES = [
         lambda: train_on(3, cuda=False),
         TypeError,
         r"device must be a torch.device or its name",
+    ),  # 38
+    # ---- Issue 38: the corpus path says what is wrong with that path.
+    (
+        "load_corpus a directory",
+        lambda: load_corpus(TMP),
+        CorpusError,
+        r"corpus file .* is a directory, not a text file",
+    ),  # 38
+    (
+        "load_corpus a missing path of the user's",
+        lambda: load_corpus(TMP / "no-such-corpus.txt"),
+        CorpusError,
+        r"corpus file not found: .*no-such-corpus.txt \(no such file\)$",
+    ),  # 38
+    (
+        "load_corpus a text of the user's with the packaged checksum",
+        lambda: load_corpus(__file__),
+        CorpusError,
+        r"altered or truncated; to read a text of your own, pass sha256=None",
+    ),  # 38
+    (
+        "load_corpus the packaged corpus missing",
+        lambda: packaged_corpus_missing(),
+        CorpusError,
+        r"the copy shipped with the package \(reinstall the package",
+    ),  # 38
+    (
+        "load_corpus path=3",
+        lambda: load_corpus(3),
+        TypeError,
+        r"path must be None \(the packaged corpus\), a str or a Path, got 3",
     ),  # 38
 ]
 
