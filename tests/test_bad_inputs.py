@@ -156,6 +156,13 @@ def packaged_corpus_missing():
         return load_corpus()
 
 
+def a_file() -> Path:
+    """A file where a folder is expected."""
+    path = TMP / "a-file"
+    path.write_text("not a folder")
+    return path
+
+
 CASES = [
     # ---- Booleans checked as booleans ("no" is truthy).
     (
@@ -1323,6 +1330,36 @@ CASES = [
         lambda: load_corpus(3),
         TypeError,
         r"path must be None \(the packaged corpus\), a str or a Path, got 3",
+    ),  # 38
+    # ---- Issue 38: results files.
+    (
+        "write_results provenance=3",
+        lambda: results_module.write_results(
+            TMP / "p.json", {"provenance": 3}
+        ),
+        TypeError,
+        r"results\['provenance'\] must be a dict .*, got 3",
+    ),  # 38
+    (
+        "write_results under a file",
+        lambda: results_module.write_results(
+            a_file() / "results.json", {"x": 1}
+        ),
+        results_module.ResultsNotWritten,
+        r"cannot write .*a-file/results.json: .*a-file is a file, not a"
+        r" folder$",
+    ),  # 38
+    (
+        "write_results a directory in the file's place",
+        lambda: results_module.write_results(TMP, {"x": 1}),
+        results_module.ResultsNotWritten,
+        r"cannot write .*: it is a directory; move it away",
+    ),  # 38
+    (
+        "write_results a list",
+        lambda: results_module.write_results(TMP / "l.json", [1]),
+        TypeError,
+        r"results must be a dict, got list",
     ),  # 38
 ]
 
