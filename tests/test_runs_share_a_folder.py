@@ -637,3 +637,63 @@ def test_a_directory_at_a_results_path_is_refused_before_any_run(
     assert f"error: cannot write {taken}: it is a directory" in (
         capsys.readouterr().err
     )
+
+
+# -----------------------------------------------------------------------------------------------
+# The other command lines' outputs: checked by writing there before the work.
+
+
+def _never_run(*args, **kwargs):
+    raise AssertionError("the work ran despite an unwritable --out")
+
+
+@pytest.mark.parametrize("main", ["benchmark_main", "profile_main"])
+def test_a_benchmark_s_out_is_written_to_before_it_runs(
+    tmp_path, monkeypatch, capsys, main
+):
+    """--out under a file, and a directory where the results file goes: refused before the run
+    (os.access, as root, says yes to /proc; only a write tells)."""
+    from mixers import bench
+
+    taken = tmp_path / "demo-cpu.json"
+    taken.mkdir()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for out, message in [
+        (tmp_path, f"--out: cannot write {taken}: it is a directory"),
+        (a_file / "sub", "--out: cannot write results in"),
+    ]:
+        monkeypatch.setattr(sys, "argv", ["demo", "--out", str(out)])
+        args = ("a demo", "demo", DURATIONS, {"cpu": {}}, _never_run)
+        with pytest.raises(SystemExit) as info:
+            if main == "benchmark_main":
+                bench.benchmark_main(*args, "demo")
+            else:
+                bench.profile_main(*args)
+        assert info.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("", "argument path: must be a file to write, got ''"),
+        (".", "argument path: must be a file to write, got '.' (a directory)"),
+        pytest.param(
+            "/proc/x.json",
+            "path: cannot write in /proc:",
+            marks=pytest.mark.skipif(
+                not Path("/proc").is_dir(), reason="a system with /proc"
+            ),
+        ),
+    ],
+)
+def test_live_fixtures_refuse_a_path_they_cannot_write(
+    capsys, monkeypatch, path, message
+):
+    from mixers import live
+
+    monkeypatch.setattr(live, "fixtures", _never_run)
+    with pytest.raises(SystemExit) as info:
+        live.main([path])
+    assert info.value.code == 2 and message in capsys.readouterr().err
