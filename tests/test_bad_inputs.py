@@ -1,9 +1,11 @@
 """A table of bad and edge inputs to the public API, each with the error it must get: the type,
 and a message that names the argument (or what was expected). Issue 33's review found 41 inputs
 that were accepted silently or refused in torch's words; they are here (marked ``# 33``) beside
-the ones that were already refused well, so that none comes back. The command lines, the
-results files and the runs that share a folder have tests of their own
-(tests/test_runs_share_a_folder.py)."""
+the ones that were already refused well, so that none comes back. Issue 38's review of the code
+added since (caches, devices, results files, progress files, locks) adds its cases, marked
+``# 38``. The command lines, the results files and the runs that share a folder have tests of
+their own (tests/test_runs_share_a_folder.py, tests/test_experiments_all.py); the attention
+layers' aliased arguments, tests/test_attention_aliasing.py."""
 
 import json
 import math
@@ -14,7 +16,15 @@ from unittest import mock
 import pytest
 import torch
 
-from mixers import alibi, attention, feed_forward, gmlp, live, positions
+from mixers import (
+    alibi,
+    attention,
+    experiments,
+    feed_forward,
+    gmlp,
+    live,
+    positions,
+)
 from mixers import data as data_module
 from mixers import results as results_module
 from mixers.attention import (
@@ -34,6 +44,7 @@ from mixers.data import (
     random_batch,
 )
 from mixers.model import LanguageModel, ModelConfig
+from mixers.results import CorruptResults
 from mixers.train import (
     TrainConfig,
     build_model,
@@ -161,6 +172,43 @@ def a_file() -> Path:
     path = TMP / "a-file"
     path.write_text("not a folder")
     return path
+
+
+def demo_experiment():
+    return experiments.Experiment(
+        "demo", "smoke", {"steps": 2}, ("seed",), [(0,), (1,)]
+    )
+
+
+def progress_file_of(name: str, run: dict | None = None) -> Path:
+    run = run or {
+        "seed": 0,
+        "diverged": False,
+        "error": None,
+        "result": {"provenance": {}},
+    }
+    path = Path(tempfile.mkdtemp(dir=TMP)) / "demo-smoke.partial.json"
+    path.write_text(
+        json.dumps(
+            {
+                "experiment": name,
+                "settings": {"steps": 2},
+                "runs": [run],
+                "provenance": {"profile": "smoke"},
+            }
+        )
+    )
+    return path
+
+
+def locked_through_a_symlink():
+    folder = Path(tempfile.mkdtemp(dir=TMP))
+    (folder / "target").write_text("")
+    experiments.lock_path("demo", "smoke", folder).symlink_to(
+        folder / "target"
+    )
+    with experiments.run_lock("demo", "smoke", folder):
+        pass
 
 
 CASES = [
@@ -1360,6 +1408,112 @@ CASES = [
         lambda: results_module.write_results(TMP / "l.json", [1]),
         TypeError,
         r"results must be a dict, got list",
+    ),  # 38
+    # ---- Still silent or unclear after issue 33 (found again in issue 38's round).
+    (
+        "mha need_weights='no'",
+        lambda: mha()(x(1, 3, 8), need_weights="no"),
+        TypeError,
+        r"need_weights must be a bool \(True or False\), got 'no'",
+    ),  # 38
+    (
+        "AlibiMultiHeadAttention need_weights=1",
+        lambda: alibi.AlibiMultiHeadAttention(8, 2)(
+            x(1, 3, 8), need_weights=1
+        ),
+        TypeError,
+        r"need_weights must be a bool",
+    ),  # 38
+    (
+        "DotProductAttention need_weights='no'",
+        lambda: attention.DotProductAttention()(
+            x(1, 3, 4), x(1, 3, 4), x(1, 3, 4), need_weights="no"
+        ),
+        TypeError,
+        r"need_weights must be a bool",
+    ),  # 38
+    (
+        "SingleLayerAttention need_weights='no'",
+        lambda: SingleLayerAttention(4)(
+            x(1, 3, 4), x(1, 3, 4), x(1, 3, 4), need_weights="no"
+        ),
+        TypeError,
+        r"need_weights must be a bool",
+    ),  # 38
+    (
+        "AdditiveAttention need_weights='no'",
+        lambda: AdditiveAttention(4, 4, 6)(
+            x(1, 3, 4), x(1, 3, 4), x(1, 3, 4), need_weights="no"
+        ),
+        TypeError,
+        r"need_weights must be a bool",
+    ),  # 38
+    (
+        "BiAttention need_weights='yes'",
+        lambda: attention.BiAttention(8)(
+            x(1, 3, 8), x(1, 2, 8), need_weights="yes"
+        ),
+        TypeError,
+        r"need_weights must be a bool",
+    ),  # 38
+    (
+        "alibi_bias a NaN key position",
+        lambda: alibi.alibi_bias(
+            2, 3, key_positions=torch.tensor([0.0, NAN, 2.0])
+        ),
+        ValueError,
+        r"key_positions must hold finite positions, got NaN or inf",
+    ),  # 38
+    (
+        "rotary_embedding an infinite position",
+        lambda: positions.rotary_embedding(
+            x(1, 1, 3, 4), torch.tensor([0.0, INF, 2.0])
+        ),
+        ValueError,
+        r"positions must hold finite positions",
+    ),  # 38
+    (
+        "masked_softmax dim=5 of 2-d scores",
+        lambda: masked_softmax(x(3, 4), dim=5),
+        ValueError,
+        r"dim must be an int in \[-2, 1\], got 5",
+    ),  # 38
+    (
+        "random_batch generator=3",
+        lambda: random_batch(torch.arange(100), 2, 4, generator=3),
+        TypeError,
+        r"generator must be None or a torch.Generator",
+    ),  # 38
+    (
+        "load_results profiles='cpu'",
+        lambda: results_module.load_results("baseline", profiles="cpu"),
+        TypeError,
+        r"profiles must be a non-empty tuple of profile names",
+    ),  # 38
+    # ---- Issue 38: a progress file and a lock, through the calls a run makes.
+    (
+        "load_partial another experiment's progress file",
+        lambda: experiments.load_partial(
+            progress_file_of("other"), demo_experiment()
+        ),
+        CorruptResults,
+        r"is not a progress file of demo \(profile smoke\): it holds"
+        r" experiment 'other'",
+    ),  # 38
+    (
+        "load_partial a run without 'diverged'",
+        lambda: experiments.load_partial(
+            progress_file_of("demo", run={"seed": 0, "error": None}),
+            demo_experiment(),
+        ),
+        CorruptResults,
+        r"run 0 has no 'diverged'",
+    ),  # 38
+    (
+        "run_lock a symlink at the lock path",
+        lambda: locked_through_a_symlink(),
+        experiments.FolderInUse,
+        r"is a symbolic link: a run's lock is never written through one",
     ),  # 38
 ]
 

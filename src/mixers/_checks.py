@@ -532,13 +532,17 @@ def check_attention_arguments(
     check_scale(scale)
 
 
-def check_attention_call(layer, query, key, value, mask, token_mask, cache):
+def check_attention_call(
+    layer, query, key, value, mask, token_mask, cache, need_weights=False
+):
     """What a :class:`MultiHeadAttention` ``layer``'s ``forward`` is given:
     three float tensors of the layer's widths and dtype, sharing their batch
     (and key and value their length), the masks in the package's sense, and
-    for decoding a cache and the new tokens alone. In self-attention every
-    real query must be allowed some key, causality and padding included: a
-    mask in torch's opposite sense (``triu``) fails there."""
+    for decoding a cache and the new tokens alone; ``need_weights`` a bool
+    (``"no"`` is truthy). In self-attention every real query must be allowed
+    some key, causality and padding included: a mask in torch's opposite
+    sense (``triu``) fails there."""
+    check_bool("need_weights", need_weights)
     if cache is not None:
         return _check_decoding_call(
             layer, query, (key, value, mask, token_mask), cache
@@ -685,13 +689,15 @@ def check_bias(bias, target) -> None:
     check_broadcasts(bias, target, "bias")
 
 
-def check_softmax_inputs(scores, mask) -> None:
-    """Float scores, and a bool mask (True = keep) that broadcasts to them."""
+def check_softmax_inputs(scores, mask, dim: int = -1) -> None:
+    """Float scores, a ``dim`` among theirs, and a bool mask (True = keep)
+    that broadcasts to them."""
     if not isinstance(scores, Tensor) or not scores.is_floating_point():
         got = scores.dtype if isinstance(scores, Tensor) else type(scores)
         raise TypeError(
             f"scores must be a floating-point tensor [..., n], got {got}"
         )
+    check_int_in("dim", dim, -max(scores.dim(), 1), max(scores.dim(), 1) - 1)
     if mask is not None:
         _check_bool(mask, "mask", "True = keep", "broadcastable to scores")
         check_broadcasts(mask, scores.shape, "mask", "scores' shape")
@@ -738,6 +744,19 @@ def _check_positions(positions, name: str, length_name: str, length: int):
         raise ValueError(
             f"{name} must have shape {expected}, got {tuple(positions.shape)}"
         )
+    check_finite_positions(name, positions)
+
+
+def check_finite_positions(name: str, positions: Tensor) -> None:
+    """Float positions hold finite numbers: a NaN position gives NaN scores
+    for every query that reads it. (Integer positions cannot be NaN; they are
+    what the layers pass, so no layer's step waits to read this back.)"""
+    if (
+        positions.is_floating_point()
+        and not torch.compiler.is_compiling()
+        and not bool(torch.isfinite(positions).all())
+    ):
+        raise ValueError(f"{name} must hold finite positions, got NaN or inf")
 
 
 def check_alibi_bias_arguments(
@@ -900,6 +919,7 @@ def check_rotary_inputs(q_or_k, positions, base) -> tuple[int, ...]:
         raise TypeError(
             "positions must be an int or float tensor [seq] or [batch, seq]"
         )
+    check_finite_positions("positions", positions)
     if positions.dim() == 1 and positions.shape[0] == seq:
         shape = (seq, 1)  # broadcasts over the leading dims
     elif (

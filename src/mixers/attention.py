@@ -60,6 +60,7 @@ from ._checks import (
     check_attention_call,
     check_attention_mask,
     check_bias,
+    check_bool,
     check_cache_use,
     check_choice,
     check_context_and_question,
@@ -205,7 +206,7 @@ def masked_softmax(
     ``scores``, True = keep. Returns weights of the shape of ``scores``; a row
     with nothing left gets all zeros.
     """
-    check_softmax_inputs(scores, mask)
+    check_softmax_inputs(scores, mask, dim)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     # A row that is all :math:`-\infty` would be :math:`e^{-\infty} / \sum_j
@@ -410,6 +411,7 @@ class DotProductAttention(nn.Module):
     def forward(
         self, q, k, v, mask=None, bias=None, need_weights: bool = False
     ):
+        check_bool("need_weights", need_weights)
         dropout_p = self.dropout if self.training else 0.0
         out, weights = dot_product_attention(
             q, k, v, mask, bias, self.scale, dropout_p
@@ -453,6 +455,7 @@ class SingleLayerAttention(nn.Module):
             )
         if mask is not None:
             check_attention_mask(mask, scores_shape)
+        check_bool("need_weights", need_weights)
         # :math:`(q_i - k_j)^\top w = q_i^\top w - k_j^\top w`: two
         # matrix-vector products and a broadcast subtraction give every score,
         # without the ``[q_len, k_len, d_k]`` tensor of differences.
@@ -506,6 +509,7 @@ class AdditiveAttention(nn.Module):
             )
         if mask is not None:
             check_attention_mask(mask, scores_shape)
+        check_bool("need_weights", need_weights)
         # :math:`\tanh(W_q q_i + W_k k_j)`: ``[..., q_len, 1, d_hidden] +
         # [..., 1, k_len, d_hidden]``, one hidden vector per pair
         # :math:`(i, j)`.
@@ -882,7 +886,9 @@ class MultiHeadAttention(nn.Module):
             return self._flex_forward(query, key, value, mask, token_mask)
         # One check of all the call was given; then :math:`Q W^Q, K W^K, V
         # W^V`, split into heads ``[batch, heads, seq, d_head]``.
-        check_attention_call(self, query, key, value, mask, token_mask, cache)
+        check_attention_call(
+            self, query, key, value, mask, token_mask, cache, need_weights
+        )
         q, k, v = self.project_heads(query, key, value, token_mask)
         q_len = q.shape[-2]
         # Query i sits at position :math:`k_\text{len} - q_\text{len} + i`:
@@ -1100,6 +1106,7 @@ class BiAttention(nn.Module):
         need_weights: bool = False,
     ):
         check_context_and_question(x, question, token_mask, self.d_model)
+        check_bool("need_weights", need_weights)
         # Padded question tokens are zeroed first: their weight is 0, but
         # :math:`0 \cdot \text{NaN} = \text{NaN}`.
         x, question = (

@@ -232,6 +232,11 @@ def random_batch(
     """
     _check_window(data, seq_len)
     check_positive_int("batch_size", batch_size)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            "generator must be None or a torch.Generator (seeded for a"
+            f" reproducible order), got {generator!r}"
+        )
     starts = torch.randint(
         len(data) - seq_len, (batch_size,), generator=generator
     )

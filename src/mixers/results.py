@@ -401,8 +401,14 @@ def load_results(
 ) -> dict:
     """The committed results (default: ``results_dir()``) of the largest
     profile that was run for experiment ``name``; a ``CorruptResults`` naming
-    the file if it is not valid JSON.
+    the file if it is not valid JSON. ``profiles``: the profile names to look
+    for, in order (a tuple or list; a str would be read letter by letter).
     """
+    if not isinstance(profiles, (tuple, list)) or not profiles:
+        raise TypeError(
+            "profiles must be a non-empty tuple of profile names, largest"
+            f" first (e.g. {PROFILE_ORDER}), got {profiles!r}"
+        )
     for profile in profiles:
         path = results_path(name, profile, directory)
         if path.is_file():
