@@ -547,8 +547,9 @@ def check_attention_call(
         return _check_decoding_call(
             layer, query, (key, value, mask, token_mask), cache
         )
-    # The queries are the keys when key is None or the query itself (what
-    # ``project_heads`` pads with them); then the mask is read row by row.
+    # The queries are the keys when key is None or is the query itself
+    # (``project_heads`` then zeroes the padded queries with the keys), and
+    # every real query must read some key.
     queries_are_keys = key is None or key is query
     key = query if key is None else key
     value = key if value is None else value
