@@ -310,10 +310,38 @@ def test_a_bf16_alibi_layer_makes_its_exact_slopes_once():
     assert torch.equal(first, alibi.alibi_slopes(4))
 
 
+def _on_fake_cuda(model, only=None):
+    """``model`` with its parameters (those named in ``only``, else all)
+    replaced by fake CUDA tensors (torch's FakeTensor: a device and a shape,
+    no memory), so that torch's AdamW is built as it is on a GPU, with no
+    GPU."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    mode = FakeTensorMode()
+    for module_name, module in model.named_modules():
+        for name, p in list(module._parameters.items()):
+            full = f"{module_name}.{name}".lstrip(".")
+            if p is None or (only is not None and full not in only):
+                continue
+            meta = torch.empty(p.shape, dtype=p.dtype, device="meta")
+            fake = FakeTensor(mode, meta, torch.device("cuda", 0))
+            module._parameters[name] = nn.Parameter(fake, p.requires_grad)
+    return model
+
+
 def test_adamw_is_fused_on_a_gpu_only():
     from mixers.train import TrainConfig, make_optimizer
 
-    optimizer = make_optimizer(
-        tiny_model("attention", torch.float32), TrainConfig()
+    def fused(model):
+        return make_optimizer(model, TrainConfig()).defaults["fused"]
+
+    # on a CPU: torch's default
+    assert not fused(tiny_model("attention", torch.float32))
+    # every parameter on a GPU: fused, as torch builds it there
+    gpu = _on_fake_cuda(tiny_model("attention", torch.float32))
+    assert all(p.is_cuda for p in gpu.parameters()) and fused(gpu) is True
+    # a model split between a GPU and the CPU: not fused (torch refuses it)
+    split = _on_fake_cuda(
+        tiny_model("attention", torch.float32), only={"head.weight"}
     )
-    assert not optimizer.defaults["fused"]  # on a CPU: torch's default
+    assert not fused(split)
