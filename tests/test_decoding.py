@@ -317,3 +317,133 @@ def test_adamw_is_fused_on_a_gpu_only():
         tiny_model("attention", torch.float32), TrainConfig()
     )
     assert not optimizer.defaults["fused"]  # on a CPU: torch's default
+
+
+# -----------------------------------------------------------------------------
+# Sampling: what a seed writes is pinned, and every fast path samples what the
+# plain loop samples
+
+
+def pinned_model(mixer):
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=65,
+        block_size=16,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        token_mixer=mixer,
+        positions=None if mixer == "gmlp" else "none",
+        dropout=0.0,
+    )
+    return LanguageModel(config).eval()
+
+
+#: The 24 tokens ``generate`` wrote after ``[[1, 2, 3], [4, 5, 6]]`` from
+#: seed 11 with torch 2.13's CPU generator (the multinomial draw of
+#: ``torch.multinomial``), float32 models of ``pinned_model``: a change of
+#: the sampling code that changes what a seed writes fails here.
+PINNED = {
+    ("alibi", "plain"): [
+        [28, 9, 1, 33, 1, 28, 57, 9, 41, 34, 1, 38,
+         12, 16, 49, 39, 7, 10, 46, 61, 6, 21, 33, 1],
+        [33, 15, 10, 49, 48, 50, 12, 18, 5, 58, 31, 60,
+         29, 36, 49, 2, 9, 18, 37, 21, 4, 25, 54, 45],
+    ],
+    ("alibi", "top_k"): [
+        [19, 37, 37, 37, 17, 17, 17, 10, 10, 17, 10, 16,
+         17, 16, 28, 54, 10, 10, 28, 6, 54, 10, 46, 37],
+        [18, 34, 34, 55, 64, 34, 64, 54, 34, 41, 34, 55,
+         54, 55, 54, 4, 0, 4, 54, 54, 4, 58, 54, 54],
+    ],
+    ("rotary", "top_k"): [
+        [19, 26, 37, 37, 17, 17, 17, 10, 10, 17, 10, 10,
+         37, 16, 37, 37, 10, 10, 55, 6, 36, 10, 10, 37],
+        [18, 18, 64, 41, 18, 34, 64, 41, 34, 41, 34, 46,
+         54, 32, 41, 34, 58, 54, 56, 54, 54, 48, 54, 54],
+    ],
+    ("attention", "top_k"): [
+        [19, 37, 37, 37, 17, 17, 17, 10, 10, 17, 10, 16,
+         37, 16, 37, 37, 10, 10, 55, 17, 17, 10, 10, 37],
+        [18, 43, 64, 41, 18, 34, 64, 54, 34, 46, 33, 18,
+         54, 41, 54, 34, 56, 9, 33, 54, 32, 56, 54, 54],
+    ],
+    ("gmlp", "plain"): [
+        [28, 9, 1, 33, 1, 28, 57, 9, 57, 34, 1, 50,
+         12, 16, 49, 39, 7, 10, 46, 61, 6, 34, 33, 1],
+        [33, 15, 54, 1, 48, 50, 12, 18, 5, 58, 31, 60,
+         29, 36, 49, 2, 44, 18, 37, 21, 4, 25, 54, 1],
+    ],
+    ("gmlp", "top_k"): [
+        [17, 37, 12, 12, 28, 36, 41, 40, 12, 17, 40, 50,
+         40, 21, 30, 49, 28, 36, 60, 15, 51, 21, 30, 18],
+        [17, 54, 54, 21, 0, 62, 40, 12, 0, 17, 40, 12,
+         17, 37, 49, 27, 45, 21, 50, 21, 50, 21, 0, 4],
+    ],
+}  # fmt: skip
+SAMPLING = {"plain": {}, "top_k": dict(temperature=0.7, top_k=5)}
+
+
+@pytest.mark.parametrize("graph", [None, True])
+@pytest.mark.parametrize("mixer, sampling", sorted(PINNED))
+def test_what_a_seed_writes_is_pinned(mixer, sampling, graph):
+    if mixer == "gmlp" and graph:
+        pytest.skip("gMLP has no cache: graph=True does not apply")
+    model = pinned_model(mixer)
+    out = model.generate(
+        torch.tensor([[1, 2, 3], [4, 5, 6]]),
+        24,
+        generator=torch.Generator().manual_seed(11),
+        graph=graph,
+        **SAMPLING[sampling],
+    )
+    assert out[:, 3:].tolist() == PINNED[mixer, sampling]
+
+
+def plain_sampling_loop(model, idx, new, temperature, top_k, generator):
+    """The reference: the whole sequence through the model for every token,
+    and ``torch.multinomial`` over the softmax of the (tempered, top-k)
+    logits of its last position."""
+    for _ in range(new):
+        logits = model(idx)[0][:, -1].float() / temperature
+        if top_k is not None:
+            kth = logits.topk(top_k).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, -1)
+        next_id = torch.multinomial(probs, 1, generator=generator)
+        idx = torch.cat([idx, next_id], 1)
+    return idx
+
+
+@pytest.mark.parametrize("graph", [False, True])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(temperature=1.0, top_k=None),
+        dict(temperature=0.6, top_k=7),
+        dict(temperature=1.3, top_k=1),
+    ],
+)
+@pytest.mark.parametrize("mixer", sorted(LAYERS))
+def test_every_decoding_path_samples_what_the_plain_loop_samples(
+    mixer, options, graph
+):
+    """float64, so that the cache's rounding cannot flip a draw: the growing
+    cache (graph=False) and the static cache's step (graph=True, run as it
+    is on a CPU) draw the plain loop's tokens from the same seed."""
+    model = tiny_model(mixer)
+    idx = torch.randint(
+        0, 65, (2, 3), generator=torch.Generator().manual_seed(4)
+    )
+    new = model.config.block_size - 3  # the plain loop reads it all
+    got = model.generate(
+        idx,
+        new,
+        generator=torch.Generator().manual_seed(9),
+        graph=graph,
+        **options,
+    )
+    want = plain_sampling_loop(
+        model, idx, new, generator=torch.Generator().manual_seed(9), **options
+    )
+    assert torch.equal(got, want)
