@@ -2,6 +2,7 @@
 key/value cache and the decoding step a CUDA graph replays, each against a float64 reference; and
 ALiBi's choice of backend on a GPU."""
 
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +17,7 @@ from mixers.attention import (
     StaticKVCache,
 )
 from mixers.bench.generation import generate_without_cache
-from mixers.model import LanguageModel, ModelConfig
+from mixers.model import LanguageModel, ModelConfig, _Sampler
 from mixers.positions import RotaryMultiHeadAttention
 
 DT = torch.float64
@@ -209,25 +210,34 @@ def test_sampling_on_the_gpu_path_is_reproducible():
     assert not torch.equal(sample(7), sample(8))
 
 
+@torch.no_grad()
 def test_the_decoding_step_reads_and_writes_the_same_memory():
     """What a CUDA graph needs of the step: its input read where it lies, the
-    caches written in place, and the positions advanced on the device."""
+    caches, the token, the output and the column counter written in place,
+    and nothing read back to the host."""
     model = tiny_model("rotary")
     caches = [StaticKVCache(12) for _ in model.blocks]
-    idx = torch.randint(0, 65, (1, 4))
-    model._next_logits(idx, caches)
+    idx = torch.randint(
+        0, 65, (1, 4), generator=torch.Generator().manual_seed(5)
+    )
+    out = torch.zeros(1, 8, dtype=torch.long)
+    out[:, :4] = idx
     token = torch.zeros(1, 1, dtype=torch.long)
-    step = model._decoding_step(token, caches, graph=True, compile=False)
+    sample = _Sampler(1.0, 1, None)  # greedy
+    sample(model._next_logits(idx, caches), out=token)
+    out[:, 4] = token[:, 0]
+    step = model._decoding_step(
+        token, caches, sample, out, graph=True, compile=False, steps=3
+    )
     before = [(c.k.data_ptr(), c.v.data_ptr()) for c in caches]
-    for value in (5, 9, 2):
-        token.fill_(value)
-        logits = step()
-    assert logits.shape == (1, 65)
+    pointers = token.data_ptr(), out.data_ptr()
+    for _ in range(3):
+        step()
     assert [(c.k.data_ptr(), c.v.data_ptr()) for c in caches] == before
+    assert (token.data_ptr(), out.data_ptr()) == pointers
     assert all(int(c.position) == 7 for c in caches)
-    # the same logits as the whole sequence through the model
-    full, _ = model(torch.cat([idx, torch.tensor([[5, 9, 2]])], 1))
-    assert torch.allclose(logits, full[:, -1], rtol=0, atol=1e-12)
+    # the tokens of the whole sequence through the model, greedily
+    assert torch.equal(out, generate_without_cache(model, idx, 4))
 
 
 def test_a_compiled_decoding_step_writes_what_the_eager_one_writes():
@@ -447,3 +457,166 @@ def test_every_decoding_path_samples_what_the_plain_loop_samples(
         model, idx, new, generator=torch.Generator().manual_seed(9), **options
     )
     assert torch.equal(got, want)
+
+
+# -----------------------------------------------------------------------------
+# Recording the step as a CUDA graph, as far as a CPU goes: the warm-up calls
+# run and what they wrote is put back; the capture itself is faked (the replay
+# of a faithful graph is the step itself)
+
+
+class _FakeStream:
+    def wait_stream(self, other):
+        pass
+
+
+@pytest.fixture
+def fake_recording(monkeypatch):
+    """Every decoding step "recorded": the warm-ups and the restoring of
+    ``_record`` run for real, ``_capture`` returns the step itself; returns
+    the list of captures made."""
+    import contextlib
+
+    from mixers import model as model_module
+
+    captures = []
+
+    def capture(step, generator):
+        captures.append(generator)
+        return step
+
+    monkeypatch.setattr(model_module, "_recordable", lambda token: True)
+    monkeypatch.setattr(model_module, "_capture", capture)
+    monkeypatch.setattr(torch.cuda, "Stream", _FakeStream)
+    monkeypatch.setattr(torch.cuda, "current_stream", _FakeStream)
+    monkeypatch.setattr(
+        torch.cuda, "stream", lambda stream: contextlib.nullcontext()
+    )
+    # torch's default generator: the CPU's here
+    monkeypatch.setattr(torch.cuda, "get_rng_state", torch.get_rng_state)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", torch.set_rng_state)
+    return captures
+
+
+@pytest.mark.parametrize("seeded", [True, False])
+@pytest.mark.parametrize("mixer", sorted(LAYERS))
+def test_recording_puts_back_what_the_warm_ups_wrote(
+    fake_recording, mixer, seeded
+):
+    model = tiny_model(mixer)
+    idx = torch.randint(
+        0, 65, (2, 3), generator=torch.Generator().manual_seed(6)
+    )
+
+    def decode(**options):
+        torch.manual_seed(21)  # the default generator, where none is given
+        generator = torch.Generator().manual_seed(8) if seeded else None
+        return model.generate(
+            idx, 20, generator=generator, graph=True, top_k=9, **options
+        )
+
+    from mixers import model as model_module
+
+    recorded = decode()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(model_module, "_recordable", lambda token: False)
+        unrecorded = decode()
+    assert len(fake_recording) == 1  # the first call only
+    assert torch.equal(recorded, unrecorded)
+
+
+def test_a_short_call_records_no_graph(fake_recording):
+    """Fewer steps than warm-up calls: nothing to gain from a graph."""
+    model = tiny_model("alibi")
+    model.generate(torch.zeros(1, 2, dtype=torch.long), 3, graph=True)
+    assert fake_recording == []
+
+
+def test_a_step_that_cannot_be_recorded_fails_when_a_graph_is_asked_for(
+    fake_recording, monkeypatch
+):
+    from mixers import model as model_module
+
+    def fail(step, generator):
+        raise RuntimeError("CUDA error: operation not permitted")
+
+    monkeypatch.setattr(model_module, "_capture", fail)
+    with pytest.raises(RuntimeError, match="operation not permitted"):
+        tiny_model("rotary").generate(
+            torch.zeros(1, 2, dtype=torch.long), 10, graph=True
+        )
+
+
+# -----------------------------------------------------------------------------
+# generate reads the model in eval mode (issue 38)
+
+
+@pytest.mark.parametrize("mixer", ["alibi", "gmlp"])
+def test_generate_decodes_in_eval_mode_and_puts_every_mode_back(mixer):
+    """With dropout on, two greedy calls used to differ: generate put nothing
+    in eval mode. Now it decodes in eval mode and gives each module its own
+    mode back (a block the caller froze in eval stays so)."""
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=65,
+        block_size=16,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        token_mixer=mixer,
+        positions=None if mixer == "gmlp" else "none",
+        dropout=0.5,
+    )
+    model = LanguageModel(config).train()
+    model.blocks[0].eval()
+    idx = torch.tensor([[1, 2, 3]])
+    first, second = (model.generate(idx, 12, top_k=1) for _ in range(2))
+    assert torch.equal(first, second)
+    assert torch.equal(first, generate_without_cache(model.eval(), idx, 12))
+    model.train()
+    model.blocks[0].eval()
+    model.generate(idx, 3, top_k=1)
+    assert model.training and model.blocks[1].training
+    assert not model.blocks[0].training
+    assert not any(m.training for m in model.blocks[0].modules())
+
+
+@torch.no_grad()
+def test_a_step_left_unrecorded_warns_and_decodes_as_it_would(
+    fake_recording, monkeypatch
+):
+    """Left to choose (graph=None, a GPU's default), a step that cannot be
+    recorded says so and decodes unrecorded, from the state the warm-up
+    calls found; graph=False records nothing and warns of nothing."""
+    from mixers import model as model_module
+
+    def fail(step, generator):
+        raise RuntimeError("CUDA error: operation not permitted")
+
+    monkeypatch.setattr(model_module, "_capture", fail)
+    model = tiny_model("alibi")
+    idx = torch.randint(
+        0, 65, (1, 4), generator=torch.Generator().manual_seed(5)
+    )
+    outs, warned = {}, {}
+    for graph in (None, False):
+        caches = [StaticKVCache(16) for _ in model.blocks]
+        out = torch.zeros(1, 12, dtype=torch.long)
+        out[:, :4] = idx
+        token = torch.zeros(1, 1, dtype=torch.long)
+        sample = _Sampler(1.0, 1, None)  # greedy
+        sample(model._next_logits(idx, caches), out=token)
+        out[:, 4] = token[:, 0]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step = model._decoding_step(
+                token, caches, sample, out, graph, False, steps=7
+            )
+        warned[graph] = [str(w.message) for w in caught]
+        for _ in range(7):
+            step()
+        outs[graph] = out
+    assert len(warned[None]) == 1 and "decoding unrecorded" in warned[None][0]
+    assert warned[False] == []
+    assert torch.equal(outs[None], outs[False])
+    assert torch.equal(outs[None], generate_without_cache(model, idx, 8))
