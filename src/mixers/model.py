@@ -621,7 +621,8 @@ def _capture(step, generator):
     every replay as the unrecorded draws would (torch's default generator is
     registered anyway)."""
     graph = torch.cuda.CUDAGraph()
-    if generator is not None:
+    # (a torch without it fails the capture in its own words instead)
+    if generator is not None and hasattr(graph, "register_generator_state"):
         graph.register_generator_state(generator)
     with torch.cuda.graph(graph):
         step()
