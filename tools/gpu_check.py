@@ -14,8 +14,9 @@ runs the working tree's ``src``). Five stages, in this order:
 5. ``correctness``: every attention backend of ``MultiHeadAttention``,
    ``AlibiMultiHeadAttention`` and ``RotaryMultiHeadAttention`` against
    float64 eager on the CPU (outputs and input gradients), the flex backend
-   once per mode and precision; greedy and seeded decoding through the
-   recorded CUDA graph against the plain loop; a compiled training step
+   once per mode and precision; greedy decoding against the plain loop, and
+   seeded sampling recorded as a CUDA graph against the unrecorded step (a
+   graph that cannot be recorded is a failure); a compiled training step
    against an eager one.
 
 Each stage is a process group of its own (``start_new_session``) on a real
@@ -35,7 +36,9 @@ It writes at most four files to DIR, each as soon as a stage ends:
 ``summary.json`` (each stage: status, seconds, allotment, exit code, process
 group; the plan's prediction), ``correctness.json`` and ``results.tar``, the
 results files of the work folder: ``tar -xf DIR/results.tar -C book/results``
-(a ``*.partial.json`` in it is an unfinished experiment's progress).
+(a ``*.partial.json`` in it is an unfinished experiment's progress). It exits
+0 when every stage passed, 1 when one failed, 3 when one was stopped or
+skipped: the same command again resumes.
 
 The work folder (``--work``, default ``runs/gpu_check-PROFILE``, untracked)
 keeps the stages' results between calls: a second call on the same machine
@@ -43,8 +46,11 @@ skips the benchmarks that finished and resumes the plan where it stopped
 (``--fresh`` starts afresh).
 
 ``--cpu-rehearsal`` runs the same code on the CPU at tiny sizes: the
-``smoke`` profile, two workers, a plan of a few runs, short lengths
-(tests/test_gpu_check.py runs it, with ``--stop-plan-after-runs``).
+``smoke`` profile, two workers, a plan of four runs, short lengths, one
+thread a process, and nothing that compiles (the alibi benchmark and the
+flex checks compile FlexAttention, for minutes on a busy CPU; the compiled
+training step likewise). tests/test_gpu_check.py runs it with
+``--stop-plan-after-runs 1``.
 """
 
 from __future__ import annotations
