@@ -9,6 +9,7 @@ layers' aliased arguments, tests/test_attention_aliasing.py."""
 
 import json
 import math
+import os
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -1623,6 +1624,192 @@ CASES = [
         experiments.FolderInUse,
         r"is a symbolic link: a run's lock is never written through one",
     ),  # 38
+]
+
+
+# -----------------------------------------------------------------------------
+# Issue 38: generate and tools/gpu_check.py (rows of the same table, kept in a
+# block of their own).
+
+
+def cached_model():
+    """A tiny model that decodes through a key/value cache (ALiBi)."""
+    return tiny_model(token_mixer="alibi")[0]
+
+
+def nan_weights(top_k=None):
+    model = cached_model()
+    with torch.no_grad():
+        model.blocks[0].token_mixer.in_proj.weight[0, 0] = NAN
+    return model.generate(torch.zeros(1, 2, dtype=torch.long), 5, top_k=top_k)
+
+
+def gpu_check_usage(*argv):
+    """tools/gpu_check.py's command line as a user types it, parsed and
+    checked (the check's first step, before any work); its usage error as a
+    ValueError holding what it prints."""
+    import contextlib
+    import importlib.util
+    import io
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check_usage", path)
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool
+    spec.loader.exec_module(tool)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            tool.parse_args(list(argv))
+    except SystemExit as usage:
+        raise ValueError(printed.getvalue()) from usage
+
+
+def a_folder():
+    import tempfile
+
+    return tempfile.mkdtemp()
+
+
+def a_temp_file():
+    import tempfile
+
+    return tempfile.mkstemp()[1]
+
+
+CASES += [
+    (
+        "generate graph=True without a cache",
+        lambda: tiny_model()[0].generate(
+            torch.zeros(1, 2, dtype=torch.long), 3, graph=True
+        ),
+        ValueError,
+        r"graph=True records a key/value cache's decoding step, but this"
+        r" model decodes without a key/value cache",
+    ),  # 38
+    (
+        "generate compile=True without a cache",
+        lambda: tiny_model()[0].generate(
+            torch.zeros(1, 2, dtype=torch.long), 3, compile=True
+        ),
+        ValueError,
+        r"compile=True compiles a key/value cache's decoding step",
+    ),  # 38
+    (
+        "generate compile=True on a growing cache",
+        lambda: cached_model().generate(
+            torch.zeros(1, 2, dtype=torch.long), 3, compile=True
+        ),
+        ValueError,
+        r"compile=True compiles the static cache's decoding step .* on cpu"
+        r" decodes through a cache that grows",
+    ),  # 38
+    (
+        "generate an empty batch",
+        lambda: cached_model().generate(
+            torch.zeros(0, 3, dtype=torch.long), 3
+        ),
+        ValueError,
+        r"idx must .*\(0, 3\)",
+    ),  # 38
+    (
+        "generate NaN weights",
+        lambda: nan_weights(),
+        ValueError,
+        r"parameter 'blocks\.0\.token_mixer\.in_proj\.weight' holds NaN",
+    ),  # 38
+    (
+        "generate NaN weights top_k=1",
+        lambda: nan_weights(top_k=1),
+        ValueError,
+        r"parameter 'blocks\.0\.token_mixer\.in_proj\.weight' holds NaN",
+    ),  # 38
+    (
+        "generate 10**11 tokens graph=True",
+        lambda: cached_model().generate(
+            torch.zeros(1, 2, dtype=torch.long), 10**11, graph=True
+        ),
+        ValueError,
+        r"max_new_tokens=100000000000 needs [\d,.]+ GiB on cpu .* ask for"
+        r" fewer tokens",
+    ),  # 38
+    (
+        "generate a meta prompt",
+        lambda: cached_model().generate(
+            torch.zeros(1, 2, dtype=torch.long, device="meta"), 3
+        ),
+        ValueError,
+        r"idx is on meta but the model's weights are on cpu",
+    ),  # 38
+    (
+        "generate generator=3",
+        lambda: cached_model().generate(
+            torch.zeros(1, 2, dtype=torch.long), 3, generator=3
+        ),
+        TypeError,
+        r"generator must be a torch.Generator or None, got int",
+    ),
+    (
+        "gpu_check --budget nan",
+        lambda: gpu_check_usage(
+            "--cpu-rehearsal", "--out", a_folder(), "--budget", "nan"
+        ),
+        ValueError,
+        r"--budget: must be a finite number of seconds > 0, got 'nan'",
+    ),  # 38
+    (
+        "gpu_check --budget -5",
+        lambda: gpu_check_usage(
+            "--cpu-rehearsal", "--out", a_folder(), "--budget", "-5"
+        ),
+        ValueError,
+        r"--budget: must be a finite number of seconds > 0, got '-5'",
+    ),  # 38
+    (
+        "gpu_check --budget 0",
+        lambda: gpu_check_usage(
+            "--cpu-rehearsal", "--out", a_folder(), "--budget", "0"
+        ),
+        ValueError,
+        r"--budget: must be a finite number of seconds > 0, got '0'",
+    ),
+    (
+        "gpu_check --budget inf",
+        lambda: gpu_check_usage(
+            "--cpu-rehearsal", "--out", a_folder(), "--budget", "inf"
+        ),
+        ValueError,
+        r"--budget: must be a finite number of seconds > 0, got 'inf'",
+    ),
+    (
+        "gpu_check --out a file",
+        lambda: gpu_check_usage("--cpu-rehearsal", "--out", a_temp_file()),
+        ValueError,
+        r"--out: .* is a file: give a folder",
+    ),  # 38
+    (
+        "gpu_check --out /dev/null",
+        lambda: gpu_check_usage("--cpu-rehearsal", "--out", "/dev/null"),
+        ValueError,
+        r"--out: /dev/null is not a folder",
+    ),  # 38
+    (
+        "gpu_check --out /proc/x",
+        lambda: gpu_check_usage("--cpu-rehearsal", "--out", "/proc/x"),
+        ValueError,
+        r"--out: cannot write in /proc/x \(.+\): give a folder you can"
+        r" write in",
+    ),  # 38
+    (
+        "gpu_check --out a folder of other files",
+        lambda: gpu_check_usage(
+            "--cpu-rehearsal", "--out", os.path.dirname(a_temp_file())
+        ),
+        ValueError,
+        r"--out .* holds files the check does not write",
+    ),
 ]
 
 

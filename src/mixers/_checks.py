@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import weakref
 
 import torch
@@ -938,3 +939,104 @@ def check_rotary_inputs(q_or_k, positions, base) -> tuple[int, ...]:
         )
     check_positive_float("base", base)
     return shape
+
+
+# -----------------------------------------------------------------------------
+# LanguageModel.generate's checks: the prompt, the generator, the switches of
+# its decoding paths and the memory the output takes.
+
+
+def check_prompt(idx: Tensor, device: torch.device) -> None:
+    """A prompt ``idx`` (token ids already checked) with at least one row,
+    on the model's ``device``."""
+    if idx.shape[0] == 0:
+        raise ValueError(
+            "idx must hold at least one prompt ([batch >= 1, seq >= 1]):"
+            f" generate continues each row, got shape {tuple(idx.shape)}"
+        )
+    if idx.device != device:
+        raise ValueError(
+            f"idx is on {idx.device} but the model's weights are on"
+            f" {device}: move the prompt there (idx.to('{device}'))"
+        )
+
+
+def check_generator(generator, device: torch.device) -> None:
+    """None (torch's default generator) or a ``torch.Generator`` on the
+    prompt's device."""
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(
+            "generator must be a torch.Generator or None, got"
+            f" {type(generator).__name__}"
+        )
+    if generator.device.type != device.type:
+        raise ValueError(
+            f"generator is on {generator.device} but idx is on {device}:"
+            f" make it there (torch.Generator(device='{device}'))"
+        )
+
+
+def check_decoding_switches(
+    graph, compile: bool, cached: bool, static: bool, device
+) -> None:
+    """``graph=True`` and ``compile=True`` apply to a key/value cache's
+    decoding step (``compile`` to the static cache's only): refused where
+    ``generate`` would ignore them."""
+    why = (
+        "this model decodes without a key/value cache (decodes_with_cache()"
+        " is False: positions added to its input, or a token mixer that is"
+        " not attention), recomputing its window for every token"
+    )
+    if graph and not cached:
+        raise ValueError(
+            f"graph=True records a key/value cache's decoding step, but {why}:"
+            " leave graph None"
+        )
+    if compile and not cached:
+        raise ValueError(
+            f"compile=True compiles a key/value cache's decoding step, but"
+            f" {why}: leave compile False"
+        )
+    if compile and not static:
+        raise ValueError(
+            "compile=True compiles the static cache's decoding step (graph="
+            f"True, or graph=None on a GPU), but this call on {device} decodes"
+            " through a cache that grows, whose every token has new shapes"
+            " to compile again: pass graph=True as well, or leave compile"
+            " False"
+        )
+
+
+def _memory_bytes(device: torch.device) -> int | None:
+    """Free memory of a GPU, the physical memory of a CPU machine; None where
+    unknown."""
+    try:
+        if device.type == "cuda":
+            return torch.cuda.mem_get_info(device)[0]
+        if device.type == "cpu":
+            return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError, RuntimeError):
+        return None
+    return None
+
+
+def check_decoding_memory(
+    idx: Tensor, max_new_tokens: int, cache_bytes: int
+) -> None:
+    """The output ``[batch, seq + max_new_tokens]`` (int64) and the static
+    caches' ``cache_bytes`` fit in the device's memory: a clear error before
+    any work, not the allocator's."""
+    batch, seq = idx.shape
+    needed = batch * (seq + max_new_tokens) * 8 + cache_bytes
+    have = _memory_bytes(idx.device)
+    if have is not None and needed > have:
+        gib = 2**30
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} needs {needed / gib:,.1f} GiB on"
+            f" {idx.device} for the output ({batch} x"
+            f" {seq + max_new_tokens:,} token ids) and the caches, more than"
+            f" its {have / gib:,.1f} GiB: ask for fewer tokens (max_context"
+            " bounds the caches)"
+        )
