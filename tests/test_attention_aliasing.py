@@ -107,12 +107,12 @@ def token_mask():
 
 
 def real_query_rows(pattern, keep):
-    """The query rows whose answer the call defines whatever is shared: all of them, except that
-    when the queries are the keys themselves (self-attention) the padded ones are padding too,
-    zeroed with the keys, whereas a copy of the keys is another sequence whose rows are all
-    real."""
+    """The query rows whose answer the call defines: all of them, except that in self-attention
+    (key None) the padded queries are padding too, zeroed with the keys. A key given is another
+    sequence whose rows are all real, whether or not it is the query tensor itself: aliased and
+    copied arguments agree on every row."""
     query, key, _ = pattern
-    if keep is None or not (key is None or key == query):
+    if keep is None or key is not None:
         return torch.ones(BATCH, SEQ, dtype=torch.bool)
     return keep
 

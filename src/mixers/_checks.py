@@ -548,10 +548,12 @@ def check_attention_call(
         return _check_decoding_call(
             layer, query, (key, value, mask, token_mask), cache
         )
-    # The queries are the keys when key is None or is the query itself
-    # (``project_heads`` then zeroes the padded queries with the keys), and
-    # every real query must read some key.
-    queries_are_keys = key is None or key is query
+    # The queries are the keys in self-attention, key None (``project_heads``
+    # then zeroes the padded queries with the keys), and every real query
+    # must read some key. A key given is another sequence, even when it is
+    # the query tensor itself: the answer never depends on which arguments
+    # are one object.
+    queries_are_keys = key is None
     key = query if key is None else key
     value = key if value is None else value
     for name, x, length, width in (

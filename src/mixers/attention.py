@@ -982,6 +982,7 @@ class MultiHeadAttention(nn.Module):
         """:math:`Q W^Q, K W^K, V W^V`, each split into heads ``[batch, heads,
         seq, d_head]``; key None is the query (self-attention), value None is
         the key."""
+        self_attention = key is None
         key = query if key is None else key
         value = key if value is None else value
         # One product for all three only when all three *are* the query, the
@@ -993,15 +994,17 @@ class MultiHeadAttention(nn.Module):
         # A padded key gets weight 0, but :math:`0 \cdot \text{NaN} =
         # \text{NaN}`: so padded inputs are zeroed before they are projected,
         # and whatever they hold never reaches a real token's output or
-        # gradient. Queries given as the keys themselves (self-attention) are
-        # the padded positions too, and are zeroed with them.
+        # gradient. In self-attention (key None) the queries are those same
+        # positions, padded ones included, and are zeroed with them; a key
+        # given, even the query tensor itself, leaves the queries as given,
+        # so that the answer never depends on which tensors are one object.
         if token_mask is not None:
-            queries_are_keys = key is query
             given_key, key = key, zero_padding(key, token_mask)
             value = (
                 key if value is given_key else zero_padding(value, token_mask)
             )
-            query = key if queries_are_keys else query
+            query = key if self_attention else query
+            fused = fused and self_attention
         projected = self.project_qkv(query, key, value, fused)
         return tuple(self.split_heads(x) for x in projected)
 
