@@ -674,6 +674,29 @@ def test_a_benchmark_s_out_is_written_to_before_it_runs(
         assert message in capsys.readouterr().err
 
 
+def test_the_generation_benchmark_s_out_is_written_to_before_it_runs(
+    tmp_path, monkeypatch, capsys
+):
+    """bench.generation has a command line of its own: the same check, before
+    the first model decodes (it failed at its first partial save, after a
+    model's measurement)."""
+    from mixers.bench import generation
+
+    monkeypatch.setattr(generation, "run", _never_run)
+    taken = tmp_path / "generation-smoke.json"
+    taken.mkdir()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for out, message in [
+        (tmp_path, f"--out: cannot write {taken}: it is a directory"),
+        (a_file / "sub", "--out: cannot write results in"),
+    ]:
+        with pytest.raises(SystemExit) as info:
+            generation.main(["--profile", "smoke", "--out", str(out)])
+        assert info.value.code == 2
+        assert message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "path, message",
     [

@@ -50,6 +50,7 @@ from ..results import save_results, write_results
 from . import (
     bench_config,
     bench_device,
+    check_out,
     error_line,
     load_average,
     machine_provenance,
@@ -256,6 +257,7 @@ def main(argv=None) -> None:
         help="model sizes (default: cpu)",
     )
     args = parser.parse_args(argv)
+    check_out(parser, NAME, args.profile, args.out)  # before any model runs
     partial = partial_path(NAME, args.profile, args.out)
     results = run(args.profile, save=lambda rows: write_results(partial, rows))
     print(f"wrote {save_results(NAME, args.profile, results, args.out)}")
