@@ -576,6 +576,46 @@ def test_sigterm_to_all_with_workers_ends_them_and_keeps_what_finished(
             os.kill(pid, signal.SIGKILL)
 
 
+def test_sigterm_while_the_workers_start_exits_143_at_once(tmp_path):
+    """SIGTERM the moment the experiment has started, while its pool's
+    processes are still starting: the same message and exit 143, at once,
+    and no process left (the interpreter's own exit waited on the starting
+    pool, or aborted in torch's threads, exit -6)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "slow_experiment.py").write_text(textwrap.dedent(SLOW_EXPERIMENT))
+    out, folder = tmp_path / "out", tmp_path / "pids"
+    folder.mkdir()
+    process = python(
+        ALL_WITH_WORKERS,
+        str(out),
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([SRC, str(code)]),
+            "SLOW_FOLDER": str(folder),
+            "MIXERS_DEVICE": "cpu",
+        },
+    )
+    try:
+        # the experiment's first line: its runs are about to go to the pool
+        line = process.stdout.readline()
+        assert "slow, profile smoke" in line, line
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 143, err
+        assert "interrupted: every finished run is saved" in err
+        assert "Traceback" not in err and "terminate called" not in err
+        workers = {int(p.read_text()) for p in folder.glob("job-*.pid")}
+        _wait_for(
+            lambda: not any(map(_alive, workers)), "the workers to end", 30
+        )
+    finally:  # nothing left running, whatever failed
+        process.kill()
+        for pid in folder.glob("job-*.pid"):
+            if _alive(int(pid.read_text())):
+                os.kill(int(pid.read_text()), signal.SIGKILL)
+
+
 # -----------------------------------------------------------------------------------------------
 # A full disk, and a directory where a results file goes.
 

@@ -208,12 +208,32 @@ def run_together(names: list[str], profile: str, args) -> None:
             " command to resume",
             file=sys.stderr,
         )
-        sys.exit(128 + getattr(interrupt, "signal", signal.SIGINT))
+        _exit_at_once(128 + getattr(interrupt, "signal", signal.SIGINT))
     pool.shutdown()
     for name, error in failures.items():
         print(f"{name}: failed: {_failure(error)}", file=sys.stderr)
     if failures:
         sys.exit(1)
+
+
+def _exit_at_once(code: int) -> None:
+    """Exit now, as the signal would have, once the workers are ended. Not
+    ``sys.exit``: the experiments' threads may be inside torch's C++ code or
+    starting the pool's processes, and an interpreter that shuts down around
+    them waits on the pool (a SIGTERM in the first seconds hung for a
+    minute) or aborts ("terminate called without an active exception", exit
+    -6). Nothing is lost: every run was saved, atomically, when it finished,
+    and the run locks go with the process."""
+    import multiprocessing
+
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(10)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _failure(error: BaseException) -> str:
