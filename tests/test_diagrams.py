@@ -198,14 +198,14 @@ def test_each_diagram_fits_the_column_and_is_legible_on_a_phone(name):
     root = _parse(svg)
     width, height = view_box(svg)
     # shown at its own size: the width and height attributes are the
-    # viewBox's, at most 520 × 450 (a 700-px column shows it whole)
+    # viewBox's, at most 480 × 450 (a 688-px column shows it whole)
     assert (float(root.attrib["width"]), float(root.attrib["height"])) == (
         width,
         height,
     )
-    assert width <= 520 and height <= 450, (width, height)
-    # on a 390-px phone the 358-px column scales it by 358 / width
-    shown = smallest_text(svg) * 358 / width
+    assert width <= 480 and height <= 450, (width, height)
+    # on a 390-px phone the 342-px column scales it by 342 / width
+    shown = smallest_text(svg) * 342 / width
     assert shown >= 9, f"{name}: smallest text {shown:.1f} px on a phone"
 
 
@@ -261,6 +261,47 @@ def test_the_pictures_sizes_come_from_the_package():
     alibi = diagrams.draw("alibi_bias")
     assert f"1/{round(1 / slopes[-1].item())}" in alibi
     assert torch.equal(slopes, torch.tensor([2.0**-k for k in range(1, 9)]))
+
+
+# ---------------------------------------------------------------------------
+# Drawn by a browser, with its fonts
+
+TEXT_BOXES = """() => [...document.querySelectorAll("text")].map(t => {
+    const b = t.getBBox();
+    return [t.textContent, b.x, b.y, b.width, b.height];
+})"""
+
+
+@pytest.mark.parametrize("name", sorted(BOOK_DIAGRAMS))
+def test_in_a_browser_no_text_runs_off_or_onto_another(browser, name):  # noqa: F811
+    """The drawing's checks estimate text widths; Chromium measures them:
+    every text inside the picture, none on another (boxes shrunk by a
+    fifth of their height, the blank above and below the glyphs)."""
+    svg = (FIGURES / f"{name}.svg").read_text(encoding="utf-8")
+    width, height = view_box(svg)
+    page = browser.new_page()
+    try:
+        page.set_content(svg)
+        boxes = page.evaluate(TEXT_BOXES)
+    finally:
+        page.close()
+    assert len(boxes) >= 10, boxes  # the texts were found and measured
+    problems = []
+    for words, x, y, w, h in boxes:
+        if x < 0 or y < 0 or x + w > width or y + h > height:
+            problems.append(f"{words!r} runs off the picture")
+    inked = [
+        (words, x, y + h / 5, x + w, y + h - h / 5)
+        for words, x, y, w, h in boxes
+    ]
+    for i, (a, x0, y0, x1, y1) in enumerate(inked):
+        for b, u0, v0, u1, v1 in inked[i + 1 :]:
+            if (
+                min(x1, u1) - max(x0, u0) > 0.5
+                and min(y1, v1) - max(y0, v0) > 0.5
+            ):
+                problems.append(f"{a!r} overlaps {b!r}")
+    assert not problems, problems
 
 
 # ---------------------------------------------------------------------------

@@ -17,11 +17,12 @@ drawing (and its test) instead of leaving a picture that lies.
 
 **Drawn for the text column and for a phone.** Each picture is at most
 ``MAX_WIDTH`` units wide and ``MAX_HEIGHT`` tall, written with its own width
-and height, so a page shows it at its natural size in a 700-px column; on a
-390-px phone the column is ``PHONE_COLUMN`` = 358 px and the picture scales
-down by 358 / width. No text may then be under ``SMALLEST_SHOWN`` = 9 px:
-:math:`\text{size} \cdot 358 / \text{width} \ge 9`, which ``Drawing.svg``
-enforces, with text of 13 and 14 units in pictures up to 480 wide. Each
+and height, so a page shows it at its natural size in the 688-px column of a
+wide screen; on a 390-px phone the column is ``PHONE_COLUMN`` = 342 px and
+the picture scales down by 342 / width. No text may then be under
+``SMALLEST_SHOWN`` = 9 px: :math:`\text{size} \cdot 342 / \text{width} \ge
+9`, which ``Drawing.svg`` enforces, with text of 13 and 14 units in pictures
+up to 480 wide. Each
 picture has a ``<title>`` and a ``<desc>`` (its text alternative), loads
 nothing from anywhere, and uses the colours of the book's map: blue for token
 mixing, orange for channel mixing, grey for norms.
@@ -56,12 +57,13 @@ __all__ = [
 # -----------------------------------------------------------------------------
 # Sizes, fonts and colours
 
-#: The text column of a 390-px phone, in CSS pixels, and the smallest text
-#: (CSS px) a picture may show there.
-PHONE_COLUMN = 358
+#: The text column of a 390-px phone, in CSS pixels (measured on the built
+#: site: 390 less the page's margins), and the smallest text (CSS px) a
+#: picture may show there.
+PHONE_COLUMN = 342
 SMALLEST_SHOWN = 9
 #: The largest picture, in user units (shown 1:1 on a wide page).
-MAX_WIDTH, MAX_HEIGHT = 520, 450
+MAX_WIDTH, MAX_HEIGHT = 480, 450
 #: Text sizes: body and second lines.
 TEXT, SMALL = 14, 13
 
@@ -577,7 +579,8 @@ def multi_head() -> Drawing:
     d = _drawing("multi_head", 480, 450, **sizes)
     d.text(240, 18, f"x  [batch, seq, d_model = {d_model}]")
     down(d, 240, 26, 40)
-    projection = f"{fused}: Linear({d_model} → 3 · {d_model})"
+    widths = _linear(layer.in_proj, "Linear({} → {}")
+    projection = f"{fused}: {widths} = 3 · {d_model})"
     rows = (f"{', '.join(rows)}: its rows", CODE)
     d.box((60, 40, 360, 46), CHANNEL, projection, rows)
     down(d, 240, 86, 104)
@@ -595,9 +598,14 @@ def multi_head() -> Drawing:
     joined = f"{merge}: heads side by side, [batch, seq, {d_model}]"
     d.text(240, 354, joined, SMALL, **CODE)
     down(d, 240, 362, 380)
-    mix = f"{out}: Linear({d_model} → {d_model})"
+    mix = f"{out}: {_linear(layer.out_proj)}"
     d.box((60, 380, 360, 46), CHANNEL, mix, "mixes the heads")
     return d
+
+
+def _linear(layer, form: str = "Linear({} → {})") -> str:
+    """A ``Linear`` layer's widths, read from the layer, in ``form``."""
+    return form.format(layer.in_features, layer.out_features)
 
 
 def _head_bars(d, y, heads, d_head, label):
@@ -736,7 +744,7 @@ def transformer_block() -> Drawing:
     d.text(30, 52, "Block", TEXT, "start", **BOLD)
     d.text(30, 72, f"× {config[layers]}", TEXT, "start")
     down(d, 220, 22, 46, head=False)
-    heads = f"{mixer.n_heads} heads, causal"
+    heads = f"{mixer.n_heads} heads" + (", causal" if mixer.causal else "")
     _sub_layer(d, 46, norm_1, (f"{token}: {kind(mixer)}", heads), TOKEN)
     down(d, 220, 187, 208, head=False)
     hidden = f"{act}, d_ff = {ff.d_ff}"
@@ -776,18 +784,18 @@ def glu() -> Drawing:
     d.text(240, 18, f"x  [batch, seq, d_model = {d_model}]")
     d.arrow((240, 26), (240, 40), (130, 40), (130, 60))
     d.arrow((240, 40), (350, 40), (350, 60))
-    widths = f"{d_model} → d_ff = {d_ff}"
+    widths = _linear(ff.gate_proj, "{} → d_ff = {}")
     d.box((30, 60, 200, 46), CHANNEL, f"{gate}: x W", widths)
     down(d, 130, 106, 124)
     d.box((30, 124, 200, 46), CHANNEL, f"{activation}: f(x W)", "the gate")
-    linear = f"{d_model} → {d_ff}, linear"
+    linear = _linear(ff.up_proj, "{} → {}, linear")
     d.box((250, 60, 200, 46), CHANNEL, f"{up}: x V", linear)
     d.arrow((130, 170), (130, 200), (227, 200))
     d.arrow((350, 106), (350, 200), (253, 200))
     d.op(240, 200, "⊙")
     down(d, 240, 211, 238)
     d.text(252, 230, f"h  [batch, seq, {d_ff}]", SMALL, "start")
-    back = f"{d_ff} → {d_model}"
+    back = _linear(ff.down_proj, "{} → {}")
     d.box((130, 238, 220, 46), CHANNEL, f"{down_proj}: h W₂", back)
     down(d, 240, 284, 300)
     d.text(240, 316, f"[batch, seq, {d_model}]", SMALL)
@@ -836,9 +844,9 @@ def sgu() -> Drawing:
     down(d, 360, 100, 116)
     d.box((270, 116, 180, 32), NORM, f"{names[0]}: LayerNorm")
     down(d, 360, 148, 164)
-    _spatial_box(d, 255, 164, names, seq)
-    d.text(110, 230, "Z₁: the half", SMALL, "start", **QUIET)
-    d.text(110, 248, "that is gated", SMALL, "start", **QUIET)
+    _spatial_box(d, 255, 164, unit, names)
+    d.text(130, 230, "Z₁: the half", SMALL, "start", **QUIET)
+    d.text(130, 248, "that is gated", SMALL, "start", **QUIET)
     d.arrow((120, 100), (120, 332), (227, 332))
     d.arrow((360, 310), (360, 332), (253, 332))
     d.op(240, 332, "⊙")
@@ -850,14 +858,17 @@ def sgu() -> Drawing:
     return d
 
 
-def _spatial_box(d, x, y, names, seq):
-    """The spatial mix: W (lower triangular) times norm(Z2), plus b."""
+def _spatial_box(d, x, y, unit, names):
+    """The spatial mix: W (lower triangular when causal) times norm(Z2),
+    plus b."""
     d.rect((x, y, 210, 146), TOKEN, radius=7, stroke_width=1.4)
     d.text(x + 105, y + 20, "mix along the sequence", SMALL, **BOLD)
     positions = torch.arange(8)
-    causal = positions[:, None] >= positions[None, :]
-    grid(d, x + 20, y + 32, 9, torch.full((8, 8), 0.45), allowed=causal)
-    lines = [f"{names[1]} W", f"{seq} × {seq}", "causal:", "j ≤ i"]
+    reads = positions[:, None] >= positions[None, :] if unit.causal else None
+    grid(d, x + 20, y + 32, 9, torch.full((8, 8), 0.45), allowed=reads)
+    rows, columns = getattr(unit, names[1]).shape
+    lines = [f"{names[1]} W", f"{rows} × {columns}"]
+    lines += ["causal:", "j ≤ i"] if unit.causal else ["every j"]
     for i, words in enumerate(lines):
         d.text(x + 108, y + 46 + 18 * i, words, SMALL, "start")
     d.text(x + 105, y + 134, f"W · norm(Z₂) + {names[2]} b", SMALL)
@@ -886,10 +897,10 @@ def gmlp_block() -> Drawing:
     d.text(28, 210, kind(mlp), SMALL, "start")
     steps = [
         (NORM, [f"{norm}: LayerNorm"]),
-        (CHANNEL, [f"{names[0]}: U", f"Linear({d_model} → {d_ffn})"]),
+        (CHANNEL, [f"{names[0]}: U", _linear(mlp.proj_in)]),
         (CHANNEL, [f"{names[1]}: {act}"]),
         (TOKEN, [f"{names[2]}: {kind(mlp.sgu)}", f"{d_ffn} → {d_ffn // 2}"]),
-        (CHANNEL, [f"{names[3]}: V", f"Linear({d_ffn // 2} → {d_model})"]),
+        (CHANNEL, [f"{names[3]}: V", _linear(mlp.proj_out)]),
     ]
     y = 46
     for i, (fill, lines) in enumerate(steps):
@@ -1057,36 +1068,37 @@ def block() -> Drawing:
     has(parts, "norm_1", "token_mixer", "norm_2", "channel_mixer")
     listed = chapters(book_root())
     by_part = {p: [c for c in listed if c[3] == p] for p in _PART_COLOURS}
-    d = _drawing("block", 500, 450, chapters=_map_chapters(listed))
+    d = _drawing("block", 480, 450, chapters=_map_chapters(listed))
     into = "characters → embeddings (+ positions)"
-    d.text(230, 16, into, SMALL, **QUIET)
-    frame = (16, 28, 468, 340)
-    d.rect(frame, "none", GREY, radius=12, stroke_dasharray="6 4")
-    d.text(28, 206, "× N", TEXT, "start", **BOLD)
-    down(d, 230, 22, 40, head=False)
-    top = 40
+    d.text(220, 16, into, SMALL, **QUIET)
+    d.text(20, 206, "× N", TEXT, "start", **BOLD)
+    down(d, 220, 22, 34, head=False)
+    top = 34
     for mixer in ("token", "channel"):
         rows = by_part[mixer]
-        height = 48 + 19 * len(rows)
-        join = top + 52 + height
-        if top > 40:
-            down(d, 230, top - 8, top, head=False)
-        residual(d, 230, top, join, 455)
-        down(d, 230, top, top + 6)
-        d.box((160, top + 6, 140, 22), NORM, "LayerNorm")
-        down(d, 230, top + 28, top + 38)
-        _mixer_box(d, top + 38, height, mixer, rows)
-        down(d, 230, top + 38 + height, join - 11)
-        d.op(230, join, "+")
-        top = join + 19
-    down(d, 230, top - 8, 386)
-    d.text(242, 385, "next block, then logits", SMALL, "start", **QUIET)
+        # the box: its name, its role, a row per chapter, a margin
+        height = 50 + 19 * len(rows)
+        join = top + 57 + height
+        if top > 34:
+            down(d, 220, top - 4, top, head=False)
+        residual(d, 220, top, join, 440)
+        down(d, 220, top, top + 4)
+        d.box((150, top + 4, 140, 22), NORM, "LayerNorm")
+        down(d, 220, top + 26, top + 34)
+        _mixer_box(d, top + 34, height, mixer, rows)
+        down(d, 220, top + 34 + height, join - 11)
+        d.op(220, join, "+")
+        top = join + 15
+    frame = (12, 26, 456, join + 13 - 26)
+    d.rect(frame, "none", GREY, radius=12, stroke_dasharray="6 4")
+    down(d, 220, join + 11, join + 30)
+    d.text(208, join + 28, "next block, then logits", SMALL, "end", **QUIET)
     for i, (number, _, title, where) in enumerate(
         by_part["model"] + by_part["both"]
     ):
         title += " (the frame)" if where == "model" else " (both mixers)"
-        d.badge(30, 396 + 19 * i, number, MUTED)
-        d.text(48, 400 + 19 * i, title, SMALL, "start")
+        d.badge(30, join + 42 + 19 * i, number, MUTED)
+        d.text(48, join + 46 + 19 * i, title, SMALL, "start")
     return d
 
 
@@ -1104,12 +1116,12 @@ _MIXERS = {
 def _mixer_box(d, y, height, mixer, rows):
     """A mixer's box: its name, its role, and the chapters that study it."""
     title, role, fill = _MIXERS[mixer]
-    d.rect((60, y, 340, height), fill, radius=7, stroke_width=1.4)
-    d.text(230, y + 20, title, TEXT, **BOLD)
-    d.text(230, y + 38, role, SMALL, **QUIET)
+    d.rect((56, y, 328, height), fill, radius=7, stroke_width=1.4)
+    d.text(220, y + 20, title, TEXT, **BOLD)
+    d.text(220, y + 38, role, SMALL, **QUIET)
     for i, (number, _, chapter, _) in enumerate(rows):
-        d.badge(84, y + 54 + 19 * i, number, _PART_COLOURS[mixer])
-        d.text(102, y + 58 + 19 * i, chapter, SMALL, "start")
+        d.badge(78, y + 54 + 19 * i, number, _PART_COLOURS[mixer])
+        d.text(96, y + 58 + 19 * i, chapter, SMALL, "start")
 
 
 def _map_chapters(listed) -> str:
