@@ -456,11 +456,17 @@ def _transformer_of(chapter: str) -> tuple[dict, dict, int, int]:
             result["parameters"],
             1,
         )
-    name = {"alibi": "alibi_extrapolation"}.get(chapter, chapter)
+    name = {
+        "alibi": "alibi_extrapolation",
+        "attention": "attention_scaling",
+    }.get(chapter, chapter)
     data = json.loads((results / f"{name}-cpu.json").read_text())
     settings = data["settings"]
     runs = data["runs"]
-    if chapter == "glu_variants":
+    if chapter == "attention":
+        # every arm has the same parameters: the heads split d_model
+        (params,) = {r["result"]["parameters"] for r in runs}
+    elif chapter == "glu_variants":
         params = next(r["parameters"] for r in runs if r["variant"] == "gelu")
     elif chapter == "gmlp":
         params = runs["transformer"]["result"]["parameters"]
@@ -477,7 +483,8 @@ def _transformer_of(chapter: str) -> tuple[dict, dict, int, int]:
 
 
 @pytest.mark.parametrize(
-    "chapter", ["baseline", "glu_variants", "gmlp", "alibi", "side_by_side"]
+    "chapter",
+    ["attention", "baseline", "glu_variants", "gmlp", "alibi", "side_by_side"],
 )
 def test_the_intro_names_each_chapters_transformer_as_its_results_trained_it(
     chapter,
