@@ -522,8 +522,9 @@ def run_one(
 #: The comparisons between schemes, each as first - second.
 PAIRS = (
     ("alibi", "rotary"),
-    ("alibi", "sinusoidal"),
-    ("rotary", "sinusoidal"),
+    ("alibi", "sinusoidal_scaled"),
+    ("rotary", "sinusoidal_scaled"),
+    ("sinusoidal_scaled", "sinusoidal"),
 )
 
 
