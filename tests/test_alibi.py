@@ -310,6 +310,7 @@ def test_query_positions_default_to_the_last_key_positions_and_can_be_explicit()
         2,
         5,
         causal=False,
+        symmetric=False,
         key_positions=positions,
         query_positions=torch.tensor([10, 11]),
     )
@@ -352,16 +353,41 @@ def test_unsigned_and_float_positions_give_signed_distances():
     )  # 1 - 3 must not wrap around to 254
     expected = brute_bias(slopes, range(4), range(4), False, False, 0)
     torch.testing.assert_close(
-        alibi_bias(slopes, 4, causal=False, key_positions=positions),
+        alibi_bias(
+            slopes, 4, causal=False, symmetric=False, key_positions=positions
+        ),
         expected,
         atol=ATOL,
         rtol=0,
     )
     torch.testing.assert_close(
-        alibi_bias(slopes, 4, causal=False, key_positions=positions.double()),
+        alibi_bias(
+            slopes,
+            4,
+            causal=False,
+            symmetric=False,
+            key_positions=positions.double(),
+        ),
         expected,
         atol=ATOL,
         rtol=0,
+    )
+
+
+def test_without_the_causal_mask_the_default_bias_is_symmetric():
+    """causal=False defaults to -m|i - j|: no future key gets a bonus that grows with its
+    distance; symmetric=False asks for the plain form -m(i - j) explicitly."""
+    slopes = torch.rand(3, dtype=DT) + 0.1
+    default = alibi_bias(slopes, 6, causal=False)
+    expected = brute_bias(slopes, range(6), range(6), False, True, 0)
+    torch.testing.assert_close(default, expected, atol=ATOL, rtol=0)
+    assert (default <= 0).all()
+    plain = alibi_bias(slopes, 6, causal=False, symmetric=False)
+    future = torch.ones(6, 6, dtype=torch.bool).triu(1)
+    assert (plain[:, future] > 0).all()  # the bonus the default avoids
+    # with the causal mask the two forms agree wherever attention is allowed
+    torch.testing.assert_close(
+        alibi_bias(slopes, 6), alibi_bias(slopes, 6, symmetric=True)
     )
 
 
@@ -383,9 +409,8 @@ def test_seed_form_equals_relative_form_with_and_without_the_causal_mask():
     slopes = alibi_slopes(4).to(DT)
     for causal in (True, False):
         labml = labml_style_alibi_attention(q, k, v, slopes, causal=causal)
-        relative = reference_attention(
-            q, k, v, alibi_bias(slopes, 7, causal=causal)
-        )
+        plain = alibi_bias(slopes, 7, causal=causal, symmetric=False)
+        relative = reference_attention(q, k, v, plain)
         # m·j and -m·(i - j) differ by -m·i, constant along each softmax row (query i), and
         # softmax is shift-invariant per row: the same weights, masked or not.
         torch.testing.assert_close(labml, relative, atol=ATOL, rtol=0)

@@ -582,3 +582,97 @@ def test_chapters_and_the_pages_of_their_modules_link_both_ways(built):
         "source/other.html",
     ]
     assert "Used in" not in pages["source/odd"]  # no chapter imports it
+
+
+# -----------------------------------------------------------------------------
+# What a page folds: imports and __all__, private helpers, plumbing parts
+
+FOLDED = '''"""A module with imports, helpers, a part of plumbing and its idea."""
+
+from __future__ import annotations
+
+import math
+
+from .other import g
+
+__all__ = ["idea"]
+
+LIMIT = 3
+
+
+def _helper(x):
+    """Private: folded."""
+    if x:
+        return x
+
+    return 0
+
+
+def _other_helper():
+    return 1
+
+
+# ------------------------------------------------------------------------
+# Plumbing
+
+
+def plumb():
+    """Plumbing."""
+    return 1
+
+
+# ------------------------------------------------------------------------
+# The idea
+
+
+def idea():
+    """The idea."""
+    return math.pi
+'''
+
+
+def test_the_imports_and_all_are_split_from_the_rest_of_the_intro():
+    from annotated import _import_lines, _split_imports
+
+    sections = parse_module(FOLDED)
+    folded, rest = _split_imports(sections[0].code, _import_lines(FOLDED))
+    lines = FOLDED.splitlines()
+    assert [t for _, t in folded if t.strip()] == [
+        "from __future__ import annotations",
+        "import math",
+        "from .other import g",
+        '__all__ = ["idea"]',
+    ]
+    assert [t for _, t in rest if t.strip()] == ["LIMIT = 3"]
+    assert folded[-1][0] < lines.index("LIMIT = 3") + 1
+
+
+def test_private_helpers_before_the_first_part_fold_together():
+    from annotated import _helper_runs
+
+    sections = parse_module(FOLDED)
+    runs = _helper_runs(sections)
+    starts = {start for start, _, _ in runs.values()}
+    assert len(starts) == 1
+    start, names, lines = runs[min(runs)]
+    assert names == ["_helper", "_other_helper"]
+    assert lines == 6  # their code lines, bodies included
+    # every section of the run, the body's continuation too, is in it
+    assert sorted(runs) == list(range(start, start + len(runs)))
+    assert not any(sections[i].title for i in runs)
+
+
+def test_a_plumbing_part_is_named_by_what_it_defines():
+    from annotated import PLUMBING_PARTS, _plumbing_parts
+
+    sections = parse_module(FOLDED)
+    found = _plumbing_parts(sections, ("plumb",))
+    ((index, (names, lines)),) = found.items()
+    assert sections[index].title == "Plumbing"
+    assert names == ["plumb"] and lines == 2
+    # Each name that marks a part as plumbing still names a definition of
+    # its module (a renamed function would otherwise unfold it silently).
+    for module, marked in PLUMBING_PARTS.items():
+        path = ROOT / "src" / (module.replace(".", "/") + ".py")
+        defined = {n for s in parse_module(path.read_text()) for n in s.names}
+        assert set(marked) <= defined, (module, set(marked) - defined)

@@ -1,18 +1,34 @@
 """A table of bad and edge inputs to the public API, each with the error it must get: the type,
 and a message that names the argument (or what was expected). Issue 33's review found 41 inputs
 that were accepted silently or refused in torch's words; they are here (marked ``# 33``) beside
-the ones that were already refused well, so that none comes back. The command lines, the
-results files and the runs that share a folder have tests of their own
-(tests/test_runs_share_a_folder.py)."""
+the ones that were already refused well, so that none comes back. Issue 38's review of the code
+added since (caches, devices, results files, progress files, locks) adds its cases, marked
+``# 38``. The command lines, the results files and the runs that share a folder have tests of
+their own (tests/test_runs_share_a_folder.py, tests/test_experiments_all.py); the attention
+layers' aliased arguments, tests/test_attention_aliasing.py."""
 
 import json
 import math
+import os
+import tempfile
+from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
 
-from mixers import alibi, attention, feed_forward, gmlp, live, positions
+from mixers import (
+    alibi,
+    attention,
+    experiments,
+    feed_forward,
+    gmlp,
+    live,
+    positions,
+)
+from mixers import data as data_module
 from mixers import results as results_module
+from mixers import stats as stats_module  # the rows of stats-side
 from mixers.attention import (
     AdditiveAttention,
     MultiHeadAttention,
@@ -22,8 +38,15 @@ from mixers.attention import (
     masked_softmax,
     zero_padding,
 )
-from mixers.data import CharDataset, CharTokenizer, random_batch
+from mixers.data import (
+    CharDataset,
+    CharTokenizer,
+    CorpusError,
+    load_corpus,
+    random_batch,
+)
 from mixers.model import LanguageModel, ModelConfig
+from mixers.results import CorruptResults
 from mixers.train import (
     TrainConfig,
     build_model,
@@ -107,6 +130,87 @@ def read_text(tmp_path_factory, text):
     path = tmp_path_factory.mktemp("results") / "demo-cpu.json"
     path.write_text(text)
     return results_module.read_results(path)
+
+
+def causal_mha(**options):
+    return MultiHeadAttention(8, 2, causal=True, **options)
+
+
+def cache_with_another_batch(cache, first: int, then: int):
+    layer = causal_mha()
+    layer(x(first, 3, 8), cache=cache)
+    return layer(x(then, 1, 8), cache=cache)
+
+
+def cache_shared_by_two_layers(cache):
+    causal_mha()(x(1, 3, 8), cache=cache)
+    return causal_mha()(x(1, 1, 8), cache=cache)
+
+
+def train_on(device, cuda: bool):
+    """``train`` on ``device`` with CUDA present (one GPU) or not, as the test says: nothing here
+    may depend on the machine's own (tests/conftest.py, MIXERS_FAKE_CUDA)."""
+    with (
+        mock.patch("torch.cuda.is_available", return_value=cuda),
+        mock.patch("torch.cuda.device_count", return_value=int(cuda)),
+    ):
+        model, dataset = tiny_model()
+        return train(model, dataset, tiny_config(), device, progress=False)
+
+
+# A folder for the cases that need one (made once, at import: the cases are lambdas).
+TMP = Path(tempfile.mkdtemp(prefix="bad-inputs-"))
+
+
+def packaged_corpus_missing():
+    with mock.patch.object(
+        data_module, "corpus_path", return_value=TMP / "gone.txt"
+    ):
+        return load_corpus()
+
+
+def a_file() -> Path:
+    """A file where a folder is expected."""
+    path = TMP / "a-file"
+    path.write_text("not a folder")
+    return path
+
+
+def demo_experiment():
+    return experiments.Experiment(
+        "demo", "smoke", {"steps": 2}, ("seed",), [(0,), (1,)]
+    )
+
+
+def progress_file_of(name: str, run: dict | None = None) -> Path:
+    run = run or {
+        "seed": 0,
+        "diverged": False,
+        "error": None,
+        "result": {"provenance": {}},
+    }
+    path = Path(tempfile.mkdtemp(dir=TMP)) / "demo-smoke.partial.json"
+    path.write_text(
+        json.dumps(
+            {
+                "experiment": name,
+                "settings": {"steps": 2},
+                "runs": [run],
+                "provenance": {"profile": "smoke"},
+            }
+        )
+    )
+    return path
+
+
+def locked_through_a_symlink():
+    folder = Path(tempfile.mkdtemp(dir=TMP))
+    (folder / "target").write_text("")
+    experiments.lock_path("demo", "smoke", folder).symlink_to(
+        folder / "target"
+    )
+    with experiments.run_lock("demo", "smoke", folder):
+        pass
 
 
 CASES = [
@@ -1135,6 +1239,577 @@ CASES = [
         ValueError,
         r"colours must be an int in \[2, 256\]",
     ),
+    # ---- mixers.stats (issue 38; branch stats-side). Each was answered
+    # silently (0.0, nan, 3e-61, a bool read as 1) or in Python's words.
+    # holm([np.float32(.01)]), seeds_needed(1.0, 0.01) and paired_test with
+    # 26 seeds now get the right answer: tests/test_stats.py.
+    (
+        "stats.t_test_p df=0",
+        lambda: stats_module.t_test_p(2.0, 0),
+        ValueError,
+        r"df must be a positive finite float, got 0",
+    ),  # 38
+    (
+        "stats.t_test_p df=-3",
+        lambda: stats_module.t_test_p(2.0, -3),
+        ValueError,
+        r"df must be a positive finite float, got -3",
+    ),  # 38
+    (
+        "stats.t_test_p t=nan",
+        lambda: stats_module.t_test_p(NAN, 3),
+        ValueError,
+        r"t must be a real number, not NaN",
+    ),  # 38
+    (
+        "stats.t_test_p t='2'",
+        lambda: stats_module.t_test_p("2", 3),
+        TypeError,
+        r"t must be a real number, got '2'",
+    ),
+    (
+        "stats.t_quantile df=0",
+        lambda: stats_module.t_quantile(0.975, 0),
+        ValueError,
+        r"df must be a positive finite float, got 0",
+    ),  # 38
+    (
+        "stats.t_quantile q=1",
+        lambda: stats_module.t_quantile(1.0, 3),
+        ValueError,
+        r"q must be a float in \(0.5, 1\), got 1",
+    ),
+    (
+        "stats.seeds_needed sd=True",
+        lambda: stats_module.seeds_needed(sd=True, gap=1),
+        TypeError,
+        r"sd must be a positive finite float, got True",
+    ),  # 38
+    (
+        "stats.seeds_needed sd='1'",
+        lambda: stats_module.seeds_needed("1", 1),
+        TypeError,
+        r"sd must be a positive finite float, got '1'",
+    ),  # 38
+    (
+        "stats.seeds_needed exact='no'",
+        lambda: stats_module.seeds_needed(1, 1, exact="no"),
+        TypeError,
+        r"exact must be a bool, got 'no'",
+    ),
+    (
+        "stats.seeds_needed past 1e12 seeds",
+        lambda: stats_module.seeds_needed(1.0, 1e-7),
+        ValueError,
+        r"sd / gap = 1e\+07 .* needs about 7.85e\+14 seeds",
+    ),
+    (
+        "stats.holm a float",
+        lambda: stats_module.holm(0.01),
+        TypeError,
+        r"p_values must be a sequence of numbers, got float 0.01",
+    ),  # 38
+    (
+        "stats.holm a string",
+        lambda: stats_module.holm("0.01"),
+        TypeError,
+        r"p_values must be a sequence of numbers, got str '0.01'",
+    ),  # 38
+    (
+        "stats.holm a set",
+        lambda: stats_module.holm({0.01, 0.2}),
+        TypeError,
+        r"p_values must be a sequence of numbers, got set",
+    ),
+    (
+        "stats.holm alpha=1",
+        lambda: stats_module.holm([0.01], alpha=1.0),
+        ValueError,
+        r"alpha must be a float in \(0, 1\), got 1",
+    ),
+    (
+        "stats.paired_test differences overflow",
+        lambda: stats_module.paired_test([1e308, -1e308], [-1e308, 1e308]),
+        ValueError,
+        r"a and b: the difference a\[0\] - b\[0\] = 1e\+308 - -1e\+308"
+        r" is inf; differences must be at most 1e\+300",
+    ),  # 38
+    (
+        "stats.t_test_power n=1",
+        lambda: stats_module.t_test_power(1, 0.01, 0.02),
+        ValueError,
+        r"n must be an int >= 2, got 1",
+    ),
+    (
+        "stats.sd_interval n=2.5",
+        lambda: stats_module.sd_interval(0.02, 2.5),
+        TypeError,
+        r"n must be an int >= 2, got 2.5",
+    ),
+    # ---- Issue 38: a key/value cache checks its own use.
+    (
+        "StaticKVCache a smaller batch after its first write",
+        lambda: cache_with_another_batch(attention.StaticKVCache(8), 2, 1),
+        ValueError,
+        r"cache holds the keys of a batch of 2 \(its size at its first use\),"
+        r" got query of batch 1",
+    ),  # 38
+    (
+        "StaticKVCache a larger batch after its first write",
+        lambda: cache_with_another_batch(attention.StaticKVCache(8), 1, 2),
+        ValueError,
+        r"cache holds the keys of a batch of 1",
+    ),  # 38
+    (
+        "KVCache another batch after its first write",
+        lambda: cache_with_another_batch(attention.KVCache(), 1, 2),
+        ValueError,
+        r"cache holds the keys of a batch of 1",
+    ),  # 38
+    (
+        "KVCache shared by two layers",
+        lambda: cache_shared_by_two_layers(attention.KVCache()),
+        ValueError,
+        r"cache holds the keys and values of another layer",
+    ),  # 38
+    (
+        "StaticKVCache shared by two layers",
+        lambda: cache_shared_by_two_layers(attention.StaticKVCache(8)),
+        ValueError,
+        r"cache holds the keys and values of another layer",
+    ),  # 38
+    (
+        "KVCache on a bidirectional layer",
+        lambda: mha()(x(1, 3, 8), cache=attention.KVCache()),
+        ValueError,
+        r"cache decodes a causal layer, but this layer has causal=False",
+    ),  # 38
+    (
+        "StaticKVCache on a bidirectional ALiBi layer",
+        lambda: alibi.AlibiMultiHeadAttention(8, 2)(
+            x(1, 3, 8), cache=attention.StaticKVCache(8)
+        ),
+        ValueError,
+        r"cache decodes a causal layer, but this layer has causal=False",
+    ),  # 38
+    # ---- Issue 38: devices, and the model's own input named.
+    (
+        "dot_product_attention a meta query with CPU keys",
+        lambda: dot_product_attention(
+            x(1, 3, 4).to("meta"), x(1, 3, 4), x(1, 3, 4)
+        ),
+        ValueError,
+        r"q, k, v must be on one device, got q meta, k cpu, v cpu",
+    ),  # 38
+    (
+        "dot_product_attention a mask on another device",
+        lambda: dot_product_attention(
+            x(1, 3, 4).to("meta"),
+            x(1, 3, 4).to("meta"),
+            x(1, 3, 4).to("meta"),
+            mask=ones(3, 3),
+        ),
+        ValueError,
+        r"q, mask must be on one device, got q meta, mask cpu",
+    ),  # 38
+    (
+        "mha a meta query, CPU weights",
+        lambda: mha()(x(1, 3, 8).to("meta")),
+        ValueError,
+        r"query is on meta but the layer's weights are on cpu",
+    ),  # 38
+    (
+        "mha key on another device than the query",
+        lambda: mha()(x(1, 3, 8), x(1, 3, 8).to("meta")),
+        ValueError,
+        r"query, key, value must be on one device, got query cpu, key meta",
+    ),  # 38
+    (
+        "model an empty batch",
+        lambda: tiny_model()[0](torch.zeros(0, 5, dtype=torch.long)),
+        ValueError,
+        r"idx must have shape \[batch, seq\] with batch >= 1 and seq >= 1,"
+        r" got \(0, 5\) \(an empty batch\)",
+    ),  # 38
+    (
+        "train device='cuda' without CUDA",
+        lambda: train_on("cuda", cuda=False),
+        ValueError,
+        r"device='cuda' but CUDA is not available here",
+    ),  # 38
+    (
+        "train device='cuda:3' with one GPU",
+        lambda: train_on("cuda:3", cuda=True),
+        ValueError,
+        r"device='cuda:3' but this machine has 1 CUDA device \(cuda:0 to"
+        r" cuda:0\)",
+    ),  # 38
+    (
+        "train device='tpu'",
+        lambda: train_on("tpu", cuda=False),
+        ValueError,
+        r"device must be a torch.device or its name: 'cpu', 'cuda', 'cuda:N'"
+        r" or 'mps', got 'tpu'",
+    ),  # 38
+    (
+        "train device=3",
+        lambda: train_on(3, cuda=False),
+        TypeError,
+        r"device must be a torch.device or its name",
+    ),  # 38
+    # ---- Issue 38: the corpus path says what is wrong with that path.
+    (
+        "load_corpus a directory",
+        lambda: load_corpus(TMP),
+        CorpusError,
+        r"corpus file .* is a directory, not a text file",
+    ),  # 38
+    (
+        "load_corpus a missing path of the user's",
+        lambda: load_corpus(TMP / "no-such-corpus.txt"),
+        CorpusError,
+        r"corpus file not found: .*no-such-corpus.txt \(no such file\)$",
+    ),  # 38
+    (
+        "load_corpus a text of the user's with the packaged checksum",
+        lambda: load_corpus(__file__),
+        CorpusError,
+        r"altered or truncated; to read a text of your own, pass sha256=None",
+    ),  # 38
+    (
+        "load_corpus the packaged corpus missing",
+        lambda: packaged_corpus_missing(),
+        CorpusError,
+        r"the copy shipped with the package \(reinstall the package",
+    ),  # 38
+    (
+        "load_corpus path=3",
+        lambda: load_corpus(3),
+        TypeError,
+        r"path must be None \(the packaged corpus\), a str or a Path, got 3",
+    ),  # 38
+    # ---- Issue 38: results files.
+    (
+        "write_results provenance=3",
+        lambda: results_module.write_results(
+            TMP / "p.json", {"provenance": 3}
+        ),
+        TypeError,
+        r"results\['provenance'\] must be a dict .*, got 3",
+    ),  # 38
+    (
+        "write_results under a file",
+        lambda: results_module.write_results(
+            a_file() / "results.json", {"x": 1}
+        ),
+        results_module.ResultsNotWritten,
+        r"cannot write .*a-file/results.json: .*a-file is a file, not a"
+        r" folder$",
+    ),  # 38
+    (
+        "write_results a directory in the file's place",
+        lambda: results_module.write_results(TMP, {"x": 1}),
+        results_module.ResultsNotWritten,
+        r"cannot write .*: it is a directory; move it away",
+    ),  # 38
+    (
+        "write_results a list",
+        lambda: results_module.write_results(TMP / "l.json", [1]),
+        TypeError,
+        r"results must be a dict, got list",
+    ),  # 38
+    # ---- Still silent or unclear after issue 33 (found again in issue 38's round).
+    (
+        "mha need_weights='no'",
+        lambda: mha()(x(1, 3, 8), need_weights="no"),
+        TypeError,
+        r"need_weights must be a bool \(True or False\), got 'no'",
+    ),  # 38
+    (
+        "AlibiMultiHeadAttention need_weights=1",
+        lambda: alibi.AlibiMultiHeadAttention(8, 2)(
+            x(1, 3, 8), need_weights=1
+        ),
+        TypeError,
+        r"need_weights must be a bool",
+    ),  # 38
+    (
+        "DotProductAttention need_weights='no'",
+        lambda: attention.DotProductAttention()(
+            x(1, 3, 4), x(1, 3, 4), x(1, 3, 4), need_weights="no"
+        ),
+        TypeError,
+        r"need_weights must be a bool",
+    ),  # 38
+    (
+        "SingleLayerAttention need_weights='no'",
+        lambda: SingleLayerAttention(4)(
+            x(1, 3, 4), x(1, 3, 4), x(1, 3, 4), need_weights="no"
+        ),
+        TypeError,
+        r"need_weights must be a bool",
+    ),  # 38
+    (
+        "AdditiveAttention need_weights='no'",
+        lambda: AdditiveAttention(4, 4, 6)(
+            x(1, 3, 4), x(1, 3, 4), x(1, 3, 4), need_weights="no"
+        ),
+        TypeError,
+        r"need_weights must be a bool",
+    ),  # 38
+    (
+        "BiAttention need_weights='yes'",
+        lambda: attention.BiAttention(8)(
+            x(1, 3, 8), x(1, 2, 8), need_weights="yes"
+        ),
+        TypeError,
+        r"need_weights must be a bool",
+    ),  # 38
+    (
+        "alibi_bias a NaN key position",
+        lambda: alibi.alibi_bias(
+            2, 3, key_positions=torch.tensor([0.0, NAN, 2.0])
+        ),
+        ValueError,
+        r"key_positions must hold finite positions, got NaN or inf",
+    ),  # 38
+    (
+        "rotary_embedding an infinite position",
+        lambda: positions.rotary_embedding(
+            x(1, 1, 3, 4), torch.tensor([0.0, INF, 2.0])
+        ),
+        ValueError,
+        r"positions must hold finite positions",
+    ),  # 38
+    (
+        "masked_softmax dim=5 of 2-d scores",
+        lambda: masked_softmax(x(3, 4), dim=5),
+        ValueError,
+        r"dim must be an int in \[-2, 1\], got 5",
+    ),  # 38
+    (
+        "random_batch generator=3",
+        lambda: random_batch(torch.arange(100), 2, 4, generator=3),
+        TypeError,
+        r"generator must be None or a torch.Generator",
+    ),  # 38
+    (
+        "load_results profiles='cpu'",
+        lambda: results_module.load_results("baseline", profiles="cpu"),
+        TypeError,
+        r"profiles must be a non-empty tuple of profile names",
+    ),  # 38
+    # ---- Issue 38: a progress file and a lock, through the calls a run makes.
+    (
+        "load_partial another experiment's progress file",
+        lambda: experiments.load_partial(
+            progress_file_of("other"), demo_experiment()
+        ),
+        CorruptResults,
+        r"is not a progress file of demo \(profile smoke\): it holds"
+        r" experiment 'other'",
+    ),  # 38
+    (
+        "load_partial a run without 'diverged'",
+        lambda: experiments.load_partial(
+            progress_file_of("demo", run={"seed": 0, "error": None}),
+            demo_experiment(),
+        ),
+        CorruptResults,
+        r"run 0 has no 'diverged'",
+    ),  # 38
+    (
+        "run_lock a symlink at the lock path",
+        lambda: locked_through_a_symlink(),
+        experiments.FolderInUse,
+        r"is a symbolic link: a run's lock is never written through one",
+    ),  # 38
+]
+
+
+# -----------------------------------------------------------------------------
+# Issue 38: generate and tools/gpu_check.py (rows of the same table, kept in a
+# block of their own).
+
+
+def cached_model():
+    """A tiny model that decodes through a key/value cache (ALiBi)."""
+    return tiny_model(token_mixer="alibi")[0]
+
+
+def nan_weights(top_k=None):
+    model = cached_model()
+    with torch.no_grad():
+        model.blocks[0].token_mixer.in_proj.weight[0, 0] = NAN
+    return model.generate(torch.zeros(1, 2, dtype=torch.long), 5, top_k=top_k)
+
+
+def gpu_check_usage(*argv):
+    """tools/gpu_check.py's command line as a user types it, parsed and
+    checked (the check's first step, before any work); its usage error as a
+    ValueError holding what it prints."""
+    import contextlib
+    import importlib.util
+    import io
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check_usage", path)
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool
+    spec.loader.exec_module(tool)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            tool.parse_args(list(argv))
+    except SystemExit as usage:
+        raise ValueError(printed.getvalue()) from usage
+
+
+def a_folder():
+    import tempfile
+
+    return tempfile.mkdtemp()
+
+
+def a_temp_file():
+    import tempfile
+
+    return tempfile.mkstemp()[1]
+
+
+CASES += [
+    (
+        "generate graph=True without a cache",
+        lambda: tiny_model()[0].generate(
+            torch.zeros(1, 2, dtype=torch.long), 3, graph=True
+        ),
+        ValueError,
+        r"graph=True records a key/value cache's decoding step, but this"
+        r" model decodes without a key/value cache",
+    ),  # 38
+    (
+        "generate compile=True without a cache",
+        lambda: tiny_model()[0].generate(
+            torch.zeros(1, 2, dtype=torch.long), 3, compile=True
+        ),
+        ValueError,
+        r"compile=True compiles a key/value cache's decoding step",
+    ),  # 38
+    (
+        "generate compile=True on a growing cache",
+        lambda: cached_model().generate(
+            torch.zeros(1, 2, dtype=torch.long), 3, compile=True
+        ),
+        ValueError,
+        r"compile=True compiles the static cache's decoding step .* on cpu"
+        r" decodes through a cache that grows",
+    ),  # 38
+    (
+        "generate an empty batch",
+        lambda: cached_model().generate(
+            torch.zeros(0, 3, dtype=torch.long), 3
+        ),
+        ValueError,
+        r"idx must .*\(0, 3\)",
+    ),  # 38
+    (
+        "generate NaN weights",
+        lambda: nan_weights(),
+        ValueError,
+        r"parameter 'blocks\.0\.token_mixer\.in_proj\.weight' holds NaN",
+    ),  # 38
+    (
+        "generate NaN weights top_k=1",
+        lambda: nan_weights(top_k=1),
+        ValueError,
+        r"parameter 'blocks\.0\.token_mixer\.in_proj\.weight' holds NaN",
+    ),  # 38
+    (
+        "generate 10**11 tokens graph=True",
+        lambda: cached_model().generate(
+            torch.zeros(1, 2, dtype=torch.long), 10**11, graph=True
+        ),
+        ValueError,
+        r"max_new_tokens=100000000000 needs [\d,.]+ GiB on cpu .* ask for"
+        r" fewer tokens",
+    ),  # 38
+    (
+        "generate a meta prompt",
+        lambda: cached_model().generate(
+            torch.zeros(1, 2, dtype=torch.long, device="meta"), 3
+        ),
+        ValueError,
+        r"idx is on meta but the model's weights are on cpu",
+    ),  # 38
+    (
+        "generate generator=3",
+        lambda: cached_model().generate(
+            torch.zeros(1, 2, dtype=torch.long), 3, generator=3
+        ),
+        TypeError,
+        r"generator must be a torch.Generator or None, got int",
+    ),
+    (
+        "gpu_check --budget nan",
+        lambda: gpu_check_usage(
+            "--cpu-rehearsal", "--out", a_folder(), "--budget", "nan"
+        ),
+        ValueError,
+        r"--budget: must be a finite number of seconds > 0, got 'nan'",
+    ),  # 38
+    (
+        "gpu_check --budget -5",
+        lambda: gpu_check_usage(
+            "--cpu-rehearsal", "--out", a_folder(), "--budget", "-5"
+        ),
+        ValueError,
+        r"--budget: must be a finite number of seconds > 0, got '-5'",
+    ),  # 38
+    (
+        "gpu_check --budget 0",
+        lambda: gpu_check_usage(
+            "--cpu-rehearsal", "--out", a_folder(), "--budget", "0"
+        ),
+        ValueError,
+        r"--budget: must be a finite number of seconds > 0, got '0'",
+    ),
+    (
+        "gpu_check --budget inf",
+        lambda: gpu_check_usage(
+            "--cpu-rehearsal", "--out", a_folder(), "--budget", "inf"
+        ),
+        ValueError,
+        r"--budget: must be a finite number of seconds > 0, got 'inf'",
+    ),
+    (
+        "gpu_check --out a file",
+        lambda: gpu_check_usage("--cpu-rehearsal", "--out", a_temp_file()),
+        ValueError,
+        r"--out: .* is a file: give a folder",
+    ),  # 38
+    (
+        "gpu_check --out /dev/null",
+        lambda: gpu_check_usage("--cpu-rehearsal", "--out", "/dev/null"),
+        ValueError,
+        r"--out: /dev/null is not a folder",
+    ),  # 38
+    (
+        "gpu_check --out /proc/x",
+        lambda: gpu_check_usage("--cpu-rehearsal", "--out", "/proc/x"),
+        ValueError,
+        r"--out: cannot write in /proc/x \(.+\): give a folder you can"
+        r" write in",
+    ),  # 38
+    (
+        "gpu_check --out a folder of other files",
+        lambda: gpu_check_usage(
+            "--cpu-rehearsal", "--out", os.path.dirname(a_temp_file())
+        ),
+        ValueError,
+        r"--out .* holds files the check does not write",
+    ),
 ]
 
 
@@ -1193,3 +1868,19 @@ def test_live_fixtures_into_a_missing_folder_is_a_usage_error(
     assert info.value.code == 2
     assert "the folder" in capsys.readouterr().err
     assert not (tmp_path / "missing").exists()
+
+
+def test_the_checks_import_no_module_they_check():
+    """A cache is known by its own ``check_use``: _checks imports no layer module (no import
+    circle with mixers.attention)."""
+    import ast
+
+    from mixers import _checks
+
+    tree = ast.parse(open(_checks.__file__).read())
+    imported = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert imported <= {"__future__", "torch"}, imported

@@ -10,6 +10,7 @@ the wrong statement is gone.
 
 import ast
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -17,7 +18,13 @@ from pathlib import Path
 import pytest
 
 from mixers.experiments import load_results
-from mixers.stats import holm, paired_test, seeds_needed
+from mixers.stats import (
+    holm,
+    paired_test,
+    sd_interval,
+    seeds_needed,
+    t_test_power,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -227,18 +234,53 @@ def test_gmlp_lead_at_own_and_shared_rates():
 
 
 # ------------------------------------------------------------ side by side
+#
+# The chapter's paired tests, effect sizes, Holm verdicts and seed counts,
+# recomputed from book/results: the p-values of the t-test with 2 degrees of
+# freedom from its closed form, Holm's and Benjamini and Hochberg's
+# procedures from their definitions, so that a slip in mixers.stats shows
+# here too (tests/test_stats.py checks the package against its references).
+
+T_0975_2 = 0.95 * math.sqrt(2 / (1 - 0.95**2))  # 1 - t / sqrt(2 + t^2) = 0.05
+
+
+def code_cell(chapter: str, marker: str) -> dict:
+    (cell,) = [
+        c
+        for c in cells(chapter)
+        if c["cell_type"] == "code" and marker in source(c)
+    ]
+    return cell
+
+
+def literal(cell: dict, name: str):
+    """The value of ``NAME = [...]`` in a cell's code."""
+    # IPython's magics (%matplotlib) are not Python
+    tree = ast.parse(re.sub(r"^%", "# %", source(cell), flags=re.MULTILINE))
+    (value,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and getattr(node.targets[0], "id", None) == name
+    ]
+    return ast.literal_eval(value)
+
+
+def markdown_output(cell: dict) -> str:
+    (text,) = [
+        "".join(o["data"]["text/markdown"])
+        for o in cell["outputs"]
+        if "text/markdown" in o.get("data", {})
+    ]
+    return text
 
 
 def side_by_side_tests() -> dict:
     """The chapter's paired tests, over its own list of comparisons (read
     from its code cell), recomputed with mixers.stats.paired_test."""
-    code = next(
-        source(c)
-        for c in cells("side_by_side")
-        if c["cell_type"] == "code" and "COMPARISONS = [" in source(c)
+    comparisons = literal(
+        code_cell("side_by_side", "COMPARISONS = ["), "COMPARISONS"
     )
-    listing = code.split("COMPARISONS = ", 1)[1]
-    comparisons = ast.literal_eval(listing[: listing.index("]\n") + 1])
     pairs = load_results("side_by_side", profiles=("cpu",))["summary"]["pairs"]
     tests = {}
     for first, second in comparisons:
@@ -252,16 +294,49 @@ def side_by_side_tests() -> dict:
     return tests
 
 
+def t_test_p_two_df(differences) -> float:
+    mean = statistics.fmean(differences)
+    t = mean / (statistics.stdev(differences) / math.sqrt(3))
+    return 1 - abs(t) / math.sqrt(2 + t * t)
+
+
+def holm_by_definition(p: list[float], alpha: float = 0.05) -> list[bool]:
+    order = sorted(range(len(p)), key=p.__getitem__)
+    kept = set()
+    for rank, i in enumerate(order):
+        if p[i] > alpha / (len(p) - rank):
+            break
+        kept.add(i)
+    return [i in kept for i in range(len(p))]
+
+
+def verdicts() -> dict:
+    """Each test's verdict: kept by Holm at 5 %, suggestive (p_t < 0.05,
+    not kept) or not shown."""
+    tests = side_by_side_tests()
+    assert all(t["n"] == 3 for t in tests.values())
+    p = [t_test_p_two_df(t["differences"]) for t in tests.values()]
+    for value, test in zip(p, tests.values()):
+        assert value == pytest.approx(test["p_t"], rel=1e-9)
+    return {
+        key: "kept" if keep else "suggestive" if value < 0.05 else "not shown"
+        for key, value, keep in zip(tests, p, holm_by_definition(p))
+    }
+
+
 def test_holm_keeps_the_two_rankings_the_verdict_names():
     tests = side_by_side_tests()
     assert len(tests) == 11
     assert "11 tests at once" in prose("side_by_side")
-    keys = list(tests)
-    kept = holm([tests[k]["p_t"] for k in keys])
-    survivors = {k for k, keep in zip(keys, kept) if keep}
+    survivors = {k for k, v in verdicts().items() if v == "kept"}
     assert survivors == {
         ("rotary+swiglu", "attention+swiglu"),
         ("amlp", "rotary+swiglu"),
+    }
+    assert survivors == {
+        k
+        for k, keep in zip(tests, holm([t["p_t"] for t in tests.values()]))
+        if keep
     }
     first, second, third = quoted(
         "side_by_side",
@@ -278,33 +353,144 @@ def test_holm_keeps_the_two_rankings_the_verdict_names():
     assert all(t["p_sign_flip"] >= 0.25 for t in tests.values())
 
 
-def test_the_verdict_says_which_p_values_the_correction_keeps():
+def test_the_sign_flip_test_is_said_to_assume_what_it_assumes():
+    text = prose("side_by_side")
+    assert "assumes nothing about the differences" not in text
+    assert (
+        "the **sign-flip** test assumes no normal distribution, but it is"
+        " exact only under its null hypothesis: that each seed's difference"
+        " is symmetric about zero, as likely to be $-d_s$ as $d_s$, and the"
+        " seeds independent." in text
+    )
+
+
+def test_the_table_gives_each_p_value_its_effect_and_interval():
+    # the t-interval, mean -+ t_{0.975, 2} s / sqrt 3, and the Holm column
+    tests, verdict = side_by_side_tests(), verdicts()
+    table = markdown_output(code_cell("side_by_side", "COMPARISONS = ["))
+    rows = [line.split(" | ") for line in table.splitlines()[2:]]
+    assert len(rows) == len(tests)
+    for row, ((first, second), test) in zip(rows, tests.items()):
+        d = test["differences"]
+        mean = statistics.fmean(d)
+        half = T_0975_2 * statistics.stdev(d) / math.sqrt(3)
+        assert row[0] == f"| {first} − {second}"
+        assert row[1] == (
+            f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
+        )
+        assert row[3] == f"{t_test_p_two_df(d):.2g}"
+        assert row[4].rstrip(" |") == (
+            "kept" if verdict[first, second] == "kept" else "—"
+        )
+    (factor, width) = quoted(
+        "side_by_side",
+        r"With three seeds \$t_\{0\.975,\\,2\} = (\d\.\d\d)\$, so the interval"
+        r" reaches \$4\.30/\\sqrt 3 = (\d\.\d)\$ standard deviations",
+    )
+    assert factor == f"{T_0975_2:.2f}"
+    assert width == f"{T_0975_2 / math.sqrt(3):.1f}"
+
+
+def test_the_summary_sorts_every_recommendation_by_what_supports_it():
+    # issue 41, item 8: kept, suggestive, not shown or untested, computed
+    text = prose("side_by_side")
+    assert "established only where the correction keeps it" not in text
+    cell = code_cell("side_by_side", "RECOMMENDATIONS = [")
+    recommendations = literal(cell, "RECOMMENDATIONS")
+    verdict, tests = verdicts(), side_by_side_tests()
+    listed = [tuple(k) for _, keys in recommendations for k in keys]
+    assert sorted(listed) == sorted(tests)  # every test read once
+    summary = markdown_output(cell)
+    for claim, keys in recommendations:
+        found = {verdict[tuple(k)] for k in keys}
+        overall = (
+            "untested"
+            if not keys
+            else found.pop()
+            if len(found) == 1
+            else "partly kept"
+            if "kept" in found
+            else "mixed"
+        )
+        assert f"- **{claim}: {overall}.**" in summary
+        for first, second in keys:
+            test = tests[first, second]
+            low, high = test["mean_interval"]
+            line = (
+                f"  - {first} − {second}: {test['mean_difference']:+.3f}"
+                f" [{low:+.3f}, {high:+.3f}], $p_t$ = {test['p_t']:.2g}"
+            )
+            # a line names its verdict where the recommendation's differs
+            if verdict[first, second] != overall:
+                line += f", {verdict[first, second]}"
+            assert f"{line}\n" in summary + "\n"
+    # what the issue found: two kept, the gated feed-forward (0.011-0.037),
+    # rotary over ALiBi (0.0059) and gMLP over rotary + SwiGLU (0.0059)
+    # suggestive, ALiBi past the training length untested
+    overall_of = dict(
+        line[4:].rsplit(": ", 1)
+        for line in summary.splitlines()
+        if line.startswith("- **")
+    )
+    assert overall_of["A gated feed-forward, SwiGLU over GELU"] == (
+        "suggestive.**"
+    )
+    assert overall_of["Rotary over ALiBi, at the training length"] == (
+        "suggestive.**"
+    )
+    assert overall_of["ALiBi past the training length"] == "untested.**"
+    assert verdict["gmlp", "rotary+swiglu"] == "suggestive"
+    # untested: no comparison reads a loss past the training length, and
+    # the losses it quotes are the results' own
+    pairs = load_results("side_by_side", profiles=("cpu",))["summary"]["pairs"]
+    for name in ("alibi+swiglu", "rotary+swiglu"):
+        at = pairs[name]["loss_at_factor"]
+        quoted_losses = ", ".join(f"{at[f]['mean']:.3f}" for f in "124")
+        assert quoted_losses in summary
+    kept_count, suggestive_count, bh_count = re.search(
+        r"Of the 11 tests the correction keeps (\d+); (\d+) more have \$p_t\$"
+        r" < 0\.05 before it\. Benjamini and Hochberg's procedure at 5 % would"
+        r" keep (\d+)\.",
+        summary,
+    ).groups()
+    values = list(verdict.values())
+    assert int(kept_count) == values.count("kept")
+    assert int(suggestive_count) == values.count("suggestive")
+    assert int(bh_count) == sum(benjamini_hochberg_by_definition())
+
+
+def benjamini_hochberg_by_definition(q: float = 0.05) -> list[bool]:
+    p = [t["p_t"] for t in side_by_side_tests().values()]
+    ranked = sorted(p)
+    m = len(p)
+    cut = max(
+        (ranked[k - 1] for k in range(1, m + 1) if ranked[k - 1] <= k * q / m),
+        default=-1.0,
+    )
+    return [value <= cut for value in p]
+
+
+def test_family_wise_against_false_discovery_control():
     tests = side_by_side_tests()
-    gated = [
-        tests[f"{m}+swiglu", f"{m}+gelu"]["p_t"]
-        for m in ("attention", "rotary", "alibi")
-    ]
-    quoted_gated = quoted(
+    bh, holm_count = quoted(
         "side_by_side",
-        r"\(\$p_t\$ = (\d+(?:\.\d+)?), (\d+(?:\.\d+)?) and (\d+(?:\.\d+)?), none kept by the"
-        r" correction\)",
+        r"Here it would keep (\d+) of the 11, Holm's (\d+)\.",
     )
-    assert [f"{p:.2g}" for p in gated] == list(quoted_gated)
-    (learned_gap,) = quoted(
+    assert int(bh) == sum(benjamini_hochberg_by_definition())
+    assert int(holm_count) == list(verdicts().values()).count("kept")
+    words = {2: "two", 3: "three", 5: "five"}
+    in_all, first, second = quoted(
         "side_by_side",
-        r"only rotary's below learned positions with SwiGLU \((−\d\.\d+)\)"
-        r" survives",
+        r"rotary \+ SwiGLU is in (\w+) of them, first in (\w+) and second in"
+        r" (\w+)\)",
     )
-    mean = tests["rotary+swiglu", "attention+swiglu"]["mean_difference"]
-    assert f"{mean:.3f}".replace("-", "−") == learned_gap
-    kept = dict(zip(tests, holm([t["p_t"] for t in tests.values()])))
-    assert kept["rotary+swiglu", "attention+swiglu"]
-    assert not any(
-        kept[f"{m}+swiglu", f"{m}+gelu"]
-        for m in ("attention", "rotary", "alibi")
+    as_first = sum(k[0] == "rotary+swiglu" for k in tests)
+    as_second = sum(k[1] == "rotary+swiglu" for k in tests)
+    assert (in_all, first, second) == (
+        words[as_first + as_second],
+        words[as_first],
+        words[as_second],
     )
-    assert not kept["rotary+swiglu", "alibi+swiglu"]
-    assert not kept["gmlp", "rotary+swiglu"]
 
 
 def test_the_seeds_a_gap_would_need():
@@ -319,17 +505,47 @@ def test_the_seeds_a_gap_would_need():
     assert as_quoted(max(spreads.values()), high) == high
     assert as_quoted(spreads["amlp", "gmlp"], amlp) == amlp
     assert max(spreads.values()) < 0.02  # "a little above the largest here"
+    # the chi-square interval of a standard deviation from 3 seeds: with 2
+    # degrees of freedom the chi-square q quantile is -2 ln(1 - q)
+    lower_factor = math.sqrt(2 / (-2 * math.log(0.025)))
+    upper_factor = math.sqrt(2 / (-2 * math.log(0.975)))
+    factors = quoted(
+        "side_by_side",
+        r"runs from \$s\\sqrt\{2/\\chi\^2_\{0\.975,\\,2\}\} = (\d\.\d\d)\\,s\$"
+        r" to\s+\$s\\sqrt\{2/\\chi\^2_\{0\.025,\\,2\}\} = (\d\.\d)\\,s\$",
+    )
+    assert factors == (f"{lower_factor:.2f}", f"{upper_factor:.1f}")
+    assert sd_interval(1.0, 3) == pytest.approx((lower_factor, upper_factor))
     numbers = quoted(
         "side_by_side",
-        r"at \$s = 0\.02\$, a little above the largest here, (\d+) seeds for a"
-        r" gap \$\\delta\$ of 0\.01 nats,"
-        r" (\d+) for 0\.02 and (\d+) for 0\.03; at the correction's strictest"
-        r" step, \$0\.05/11\$, (\d+), (\d+) and (\d+)\.",
+        r"At \$\\sigma = 0\.02\$, a little above the largest here, and 5 %,"
+        r" formula and exact power agree: (\d+) seeds for a gap \$\\delta\$ of"
+        r" 0\.01 nats, (\d+) for 0\.02 and (\d+) for 0\.03\. At the"
+        r" correction's strictest step, \$0\.05/11\$, the formula gives (\d+),"
+        r" (\d+) and (\d+) where the exact power needs (\d+), (\d+) and (\d+)\.",
     )
-    expected = [seeds_needed(0.02, gap) for gap in (0.01, 0.02, 0.03)] + [
-        seeds_needed(0.02, gap, alpha=0.05 / 11) for gap in (0.01, 0.02, 0.03)
-    ]
-    assert [int(n) for n in numbers] == expected
+    gaps, strictest = (0.01, 0.02, 0.03), 0.05 / len(tests)
+    at_5 = [seeds_needed(0.02, g) for g in gaps]
+    assert at_5 == [seeds_needed(0.02, g, exact=False) for g in gaps]
+    formula = [seeds_needed(0.02, g, strictest, exact=False) for g in gaps]
+    exact = [seeds_needed(0.02, g, strictest) for g in gaps]
+    assert [int(n) for n in numbers] == at_5 + formula + exact
+    assert (formula, exact) == ([58, 18, 10], [59, 18, 11])  # issue 41
+    for gap, n in zip(gaps, exact):  # the smallest n with 80 % power
+        assert t_test_power(n, gap, 0.02, strictest) >= 0.8
+        assert t_test_power(n - 1, gap, 0.02, strictest) < 0.8
+    sd_low, sd_high, fewest, most = quoted(
+        "side_by_side",
+        r"across the 95 % interval of the largest standard deviation here,"
+        r" (\d\.\d+) to (\d\.\d+) nats, a gap of 0\.01 nats at \$0\.05/11\$"
+        r" needs from (\d+) to ([\d,]+) seeds",
+    )
+    largest = max(spreads.values())
+    assert sd_low == f"{largest * lower_factor:.3f}"
+    assert sd_high == f"{largest * upper_factor:.3f}"
+    ends = sd_interval(largest, 3)
+    assert int(fewest) == seeds_needed(ends[0], 0.01, strictest)
+    assert int(most.replace(",", "")) == seeds_needed(ends[1], 0.01, strictest)
 
 
 # --------------------------------------------------------------- citations
@@ -358,12 +574,19 @@ def test_the_seeds_a_gap_would_need():
             {"gu2022s4", "fu2023h3", "poli2023hyena", "leethorp2022fnet"},
         ),
         ("glu_variants", {"shazeer2020glu"}),
-        ("side_by_side", {"holm1979simple"}),
+        ("side_by_side", {"holm1979simple", "benjamini1995controlling"}),
     ],
 )
 def test_the_added_ideas_cite_entries_of_the_bibliography(chapter, keys):
     assert keys <= cited_keys(chapter)
     assert cited_keys(chapter) <= bib_keys()
+
+
+def test_holm_1979_is_cited_with_its_address():
+    text = (BOOK / "references.bib").read_text(encoding="utf-8")
+    entry = text[text.index("@article{holm1979simple,") :]
+    entry = entry[: entry.index("\n}")]
+    assert "url     = {https://www.jstor.org/stable/4615733}" in entry
 
 
 # ------------------------------------------------- where the reader was lost
@@ -381,3 +604,26 @@ def test_the_reader_is_not_sent_to_what_is_not_there():
     assert "attn.data.masked_fill_(attn_mask, -float('inf'))" in attention
     assert "attn_mask = attn_mask.eq(0)" in attention
     assert "the listing of `lr_at` above" not in prose("baseline")
+
+
+def test_a_command_is_said_to_write_where_it_writes():
+    """An experiment's command line writes ``runs/NAME-PROFILE.json`` unless
+    ``--out`` names another folder (mixers.results.runs_dir): a page that
+    says a command writes ``book/results/...`` shows ``--out book/results``
+    in that command."""
+    pages = {"intro": (BOOK / "intro.md").read_text(encoding="utf-8")}
+    pages |= {p.stem: prose(p.stem) for p in BOOK.glob("*.ipynb")}
+    said = 0
+    for page, text in pages.items():
+        for claim in re.finditer(r"writes `(book/results|runs)/", text):
+            commands = re.findall(
+                r"python -m mixers\.experiments\.[^\n`]*",
+                text[: claim.start()],
+            )
+            assert commands, f"{page}: no command before {claim.group()}"
+            to_book = "--out book/results" in commands[-1]
+            assert to_book == (claim.group(1) == "book/results"), (
+                f"{page}: `{commands[-1]}` is said to write {claim.group()}..."
+            )
+            said += 1
+    assert said >= 1  # the intro's example is read

@@ -2,6 +2,7 @@
 key/value cache and the decoding step a CUDA graph replays, each against a float64 reference; and
 ALiBi's choice of backend on a GPU."""
 
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +17,7 @@ from mixers.attention import (
     StaticKVCache,
 )
 from mixers.bench.generation import generate_without_cache
-from mixers.model import LanguageModel, ModelConfig
+from mixers.model import LanguageModel, ModelConfig, _Sampler
 from mixers.positions import RotaryMultiHeadAttention
 
 DT = torch.float64
@@ -209,25 +210,34 @@ def test_sampling_on_the_gpu_path_is_reproducible():
     assert not torch.equal(sample(7), sample(8))
 
 
+@torch.no_grad()
 def test_the_decoding_step_reads_and_writes_the_same_memory():
     """What a CUDA graph needs of the step: its input read where it lies, the
-    caches written in place, and the positions advanced on the device."""
+    caches, the token, the output and the column counter written in place,
+    and nothing read back to the host."""
     model = tiny_model("rotary")
     caches = [StaticKVCache(12) for _ in model.blocks]
-    idx = torch.randint(0, 65, (1, 4))
-    model._next_logits(idx, caches)
+    idx = torch.randint(
+        0, 65, (1, 4), generator=torch.Generator().manual_seed(5)
+    )
+    out = torch.zeros(1, 8, dtype=torch.long)
+    out[:, :4] = idx
     token = torch.zeros(1, 1, dtype=torch.long)
-    step = model._decoding_step(token, caches, graph=True, compile=False)
+    sample = _Sampler(1.0, 1, None)  # greedy
+    sample(model._next_logits(idx, caches), out=token)
+    out[:, 4] = token[:, 0]
+    step = model._decoding_step(
+        token, caches, sample, out, graph=True, compile=False, steps=3
+    )
     before = [(c.k.data_ptr(), c.v.data_ptr()) for c in caches]
-    for value in (5, 9, 2):
-        token.fill_(value)
-        logits = step()
-    assert logits.shape == (1, 65)
+    pointers = token.data_ptr(), out.data_ptr()
+    for _ in range(3):
+        step()
     assert [(c.k.data_ptr(), c.v.data_ptr()) for c in caches] == before
+    assert (token.data_ptr(), out.data_ptr()) == pointers
     assert all(int(c.position) == 7 for c in caches)
-    # the same logits as the whole sequence through the model
-    full, _ = model(torch.cat([idx, torch.tensor([[5, 9, 2]])], 1))
-    assert torch.allclose(logits, full[:, -1], rtol=0, atol=1e-12)
+    # the tokens of the whole sequence through the model, greedily
+    assert torch.equal(out, generate_without_cache(model, idx, 4))
 
 
 def test_a_compiled_decoding_step_writes_what_the_eager_one_writes():
@@ -310,10 +320,331 @@ def test_a_bf16_alibi_layer_makes_its_exact_slopes_once():
     assert torch.equal(first, alibi.alibi_slopes(4))
 
 
+def _on_fake_cuda(model, only=None):
+    """``model`` with its parameters (those named in ``only``, else all)
+    replaced by fake CUDA tensors (torch's FakeTensor: a device and a shape,
+    no memory), so that torch's AdamW is built as it is on a GPU, with no
+    GPU."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    mode = FakeTensorMode()
+    for module_name, module in model.named_modules():
+        for name, p in list(module._parameters.items()):
+            full = f"{module_name}.{name}".lstrip(".")
+            if p is None or (only is not None and full not in only):
+                continue
+            meta = torch.empty(p.shape, dtype=p.dtype, device="meta")
+            fake = FakeTensor(mode, meta, torch.device("cuda", 0))
+            module._parameters[name] = nn.Parameter(fake, p.requires_grad)
+    return model
+
+
 def test_adamw_is_fused_on_a_gpu_only():
     from mixers.train import TrainConfig, make_optimizer
 
-    optimizer = make_optimizer(
-        tiny_model("attention", torch.float32), TrainConfig()
+    def fused(model):
+        return make_optimizer(model, TrainConfig()).defaults["fused"]
+
+    # on a CPU: torch's default
+    assert not fused(tiny_model("attention", torch.float32))
+    # every parameter on a GPU: fused, as torch builds it there
+    gpu = _on_fake_cuda(tiny_model("attention", torch.float32))
+    assert all(p.is_cuda for p in gpu.parameters()) and fused(gpu) is True
+    # a model split between a GPU and the CPU: not fused (torch refuses it)
+    split = _on_fake_cuda(
+        tiny_model("attention", torch.float32), only={"head.weight"}
     )
-    assert not optimizer.defaults["fused"]  # on a CPU: torch's default
+    assert not fused(split)
+
+
+# -----------------------------------------------------------------------------
+# Sampling: what a seed writes is pinned, and every fast path samples what the
+# plain loop samples
+
+
+def pinned_model(mixer):
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=65,
+        block_size=16,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        token_mixer=mixer,
+        positions=None if mixer == "gmlp" else "none",
+        dropout=0.0,
+    )
+    return LanguageModel(config).eval()
+
+
+#: The 24 tokens ``generate`` wrote after ``[[1, 2, 3], [4, 5, 6]]`` from
+#: seed 11 with torch 2.13's CPU generator (the multinomial draw of
+#: ``torch.multinomial``), float32 models of ``pinned_model``: a change of
+#: the sampling code that changes what a seed writes fails here.
+PINNED = {
+    ("alibi", "plain"): [
+        [28, 9, 1, 33, 1, 28, 57, 9, 41, 34, 1, 38,
+         12, 16, 49, 39, 7, 10, 46, 61, 6, 21, 33, 1],
+        [33, 15, 10, 49, 48, 50, 12, 18, 5, 58, 31, 60,
+         29, 36, 49, 2, 9, 18, 37, 21, 4, 25, 54, 45],
+    ],
+    ("alibi", "top_k"): [
+        [19, 37, 37, 37, 17, 17, 17, 10, 10, 17, 10, 16,
+         17, 16, 28, 54, 10, 10, 28, 6, 54, 10, 46, 37],
+        [18, 34, 34, 55, 64, 34, 64, 54, 34, 41, 34, 55,
+         54, 55, 54, 4, 0, 4, 54, 54, 4, 58, 54, 54],
+    ],
+    ("rotary", "top_k"): [
+        [19, 26, 37, 37, 17, 17, 17, 10, 10, 17, 10, 10,
+         37, 16, 37, 37, 10, 10, 55, 6, 36, 10, 10, 37],
+        [18, 18, 64, 41, 18, 34, 64, 41, 34, 41, 34, 46,
+         54, 32, 41, 34, 58, 54, 56, 54, 54, 48, 54, 54],
+    ],
+    ("attention", "top_k"): [
+        [19, 37, 37, 37, 17, 17, 17, 10, 10, 17, 10, 16,
+         37, 16, 37, 37, 10, 10, 55, 17, 17, 10, 10, 37],
+        [18, 43, 64, 41, 18, 34, 64, 54, 34, 46, 33, 18,
+         54, 41, 54, 34, 56, 9, 33, 54, 32, 56, 54, 54],
+    ],
+    ("gmlp", "plain"): [
+        [28, 9, 1, 33, 1, 28, 57, 9, 57, 34, 1, 50,
+         12, 16, 49, 39, 7, 10, 46, 61, 6, 34, 33, 1],
+        [33, 15, 54, 1, 48, 50, 12, 18, 5, 58, 31, 60,
+         29, 36, 49, 2, 44, 18, 37, 21, 4, 25, 54, 1],
+    ],
+    ("gmlp", "top_k"): [
+        [17, 37, 12, 12, 28, 36, 41, 40, 12, 17, 40, 50,
+         40, 21, 30, 49, 28, 36, 60, 15, 51, 21, 30, 18],
+        [17, 54, 54, 21, 0, 62, 40, 12, 0, 17, 40, 12,
+         17, 37, 49, 27, 45, 21, 50, 21, 50, 21, 0, 4],
+    ],
+}  # fmt: skip
+SAMPLING = {"plain": {}, "top_k": dict(temperature=0.7, top_k=5)}
+
+
+@pytest.mark.parametrize("graph", [None, True])
+@pytest.mark.parametrize("mixer, sampling", sorted(PINNED))
+def test_what_a_seed_writes_is_pinned(mixer, sampling, graph):
+    if mixer == "gmlp" and graph:
+        pytest.skip("gMLP has no cache: graph=True does not apply")
+    model = pinned_model(mixer)
+    out = model.generate(
+        torch.tensor([[1, 2, 3], [4, 5, 6]]),
+        24,
+        generator=torch.Generator().manual_seed(11),
+        graph=graph,
+        **SAMPLING[sampling],
+    )
+    assert out[:, 3:].tolist() == PINNED[mixer, sampling]
+
+
+def plain_sampling_loop(model, idx, new, temperature, top_k, generator):
+    """The reference: the whole sequence through the model for every token,
+    and ``torch.multinomial`` over the softmax of the (tempered, top-k)
+    logits of its last position."""
+    for _ in range(new):
+        logits = model(idx)[0][:, -1].float() / temperature
+        if top_k is not None:
+            kth = logits.topk(top_k).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, -1)
+        next_id = torch.multinomial(probs, 1, generator=generator)
+        idx = torch.cat([idx, next_id], 1)
+    return idx
+
+
+@pytest.mark.parametrize("graph", [False, True])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(temperature=1.0, top_k=None),
+        dict(temperature=0.6, top_k=7),
+        dict(temperature=1.3, top_k=1),
+    ],
+)
+@pytest.mark.parametrize("mixer", sorted(LAYERS))
+def test_every_decoding_path_samples_what_the_plain_loop_samples(
+    mixer, options, graph
+):
+    """float64, so that the cache's rounding cannot flip a draw: the growing
+    cache (graph=False) and the static cache's step (graph=True, run as it
+    is on a CPU) draw the plain loop's tokens from the same seed."""
+    model = tiny_model(mixer)
+    idx = torch.randint(
+        0, 65, (2, 3), generator=torch.Generator().manual_seed(4)
+    )
+    new = model.config.block_size - 3  # the plain loop reads it all
+    got = model.generate(
+        idx,
+        new,
+        generator=torch.Generator().manual_seed(9),
+        graph=graph,
+        **options,
+    )
+    want = plain_sampling_loop(
+        model, idx, new, generator=torch.Generator().manual_seed(9), **options
+    )
+    assert torch.equal(got, want)
+
+
+# -----------------------------------------------------------------------------
+# Recording the step as a CUDA graph, as far as a CPU goes: the warm-up calls
+# run and what they wrote is put back; the capture itself is faked (the replay
+# of a faithful graph is the step itself)
+
+
+class _FakeStream:
+    def wait_stream(self, other):
+        pass
+
+
+@pytest.fixture
+def fake_recording(monkeypatch):
+    """Every decoding step "recorded": the warm-ups and the restoring of
+    ``_record`` run for real, ``_capture`` returns the step itself; returns
+    the list of captures made."""
+    import contextlib
+
+    from mixers import model as model_module
+
+    captures = []
+
+    def capture(step, generator):
+        captures.append(generator)
+        return step
+
+    monkeypatch.setattr(model_module, "_recordable", lambda token: True)
+    monkeypatch.setattr(model_module, "_capture", capture)
+    monkeypatch.setattr(torch.cuda, "Stream", _FakeStream)
+    monkeypatch.setattr(torch.cuda, "current_stream", _FakeStream)
+    monkeypatch.setattr(
+        torch.cuda, "stream", lambda stream: contextlib.nullcontext()
+    )
+    # torch's default generator: the CPU's here
+    monkeypatch.setattr(torch.cuda, "get_rng_state", torch.get_rng_state)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", torch.set_rng_state)
+    return captures
+
+
+@pytest.mark.parametrize("seeded", [True, False])
+@pytest.mark.parametrize("mixer", sorted(LAYERS))
+def test_recording_puts_back_what_the_warm_ups_wrote(
+    fake_recording, mixer, seeded
+):
+    model = tiny_model(mixer)
+    idx = torch.randint(
+        0, 65, (2, 3), generator=torch.Generator().manual_seed(6)
+    )
+
+    def decode(**options):
+        torch.manual_seed(21)  # the default generator, where none is given
+        generator = torch.Generator().manual_seed(8) if seeded else None
+        return model.generate(
+            idx, 20, generator=generator, graph=True, top_k=9, **options
+        )
+
+    from mixers import model as model_module
+
+    recorded = decode()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(model_module, "_recordable", lambda token: False)
+        unrecorded = decode()
+    assert len(fake_recording) == 1  # the first call only
+    assert torch.equal(recorded, unrecorded)
+
+
+def test_a_short_call_records_no_graph(fake_recording):
+    """Fewer steps than warm-up calls: nothing to gain from a graph."""
+    model = tiny_model("alibi")
+    model.generate(torch.zeros(1, 2, dtype=torch.long), 3, graph=True)
+    assert fake_recording == []
+
+
+def test_a_step_that_cannot_be_recorded_fails_when_a_graph_is_asked_for(
+    fake_recording, monkeypatch
+):
+    from mixers import model as model_module
+
+    def fail(step, generator):
+        raise RuntimeError("CUDA error: operation not permitted")
+
+    monkeypatch.setattr(model_module, "_capture", fail)
+    with pytest.raises(RuntimeError, match="operation not permitted"):
+        tiny_model("rotary").generate(
+            torch.zeros(1, 2, dtype=torch.long), 10, graph=True
+        )
+
+
+# -----------------------------------------------------------------------------
+# generate reads the model in eval mode (issue 38)
+
+
+@pytest.mark.parametrize("mixer", ["alibi", "gmlp"])
+def test_generate_decodes_in_eval_mode_and_puts_every_mode_back(mixer):
+    """With dropout on, two greedy calls used to differ: generate put nothing
+    in eval mode. Now it decodes in eval mode and gives each module its own
+    mode back (a block the caller froze in eval stays so)."""
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=65,
+        block_size=16,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        token_mixer=mixer,
+        positions=None if mixer == "gmlp" else "none",
+        dropout=0.5,
+    )
+    model = LanguageModel(config).train()
+    model.blocks[0].eval()
+    idx = torch.tensor([[1, 2, 3]])
+    first, second = (model.generate(idx, 12, top_k=1) for _ in range(2))
+    assert torch.equal(first, second)
+    assert torch.equal(first, generate_without_cache(model.eval(), idx, 12))
+    model.train()
+    model.blocks[0].eval()
+    model.generate(idx, 3, top_k=1)
+    assert model.training and model.blocks[1].training
+    assert not model.blocks[0].training
+    assert not any(m.training for m in model.blocks[0].modules())
+
+
+@torch.no_grad()
+def test_a_step_left_unrecorded_warns_and_decodes_as_it_would(
+    fake_recording, monkeypatch
+):
+    """Left to choose (graph=None, a GPU's default), a step that cannot be
+    recorded says so and decodes unrecorded, from the state the warm-up
+    calls found; graph=False records nothing and warns of nothing."""
+    from mixers import model as model_module
+
+    def fail(step, generator):
+        raise RuntimeError("CUDA error: operation not permitted")
+
+    monkeypatch.setattr(model_module, "_capture", fail)
+    model = tiny_model("alibi")
+    idx = torch.randint(
+        0, 65, (1, 4), generator=torch.Generator().manual_seed(5)
+    )
+    outs, warned = {}, {}
+    for graph in (None, False):
+        caches = [StaticKVCache(16) for _ in model.blocks]
+        out = torch.zeros(1, 12, dtype=torch.long)
+        out[:, :4] = idx
+        token = torch.zeros(1, 1, dtype=torch.long)
+        sample = _Sampler(1.0, 1, None)  # greedy
+        sample(model._next_logits(idx, caches), out=token)
+        out[:, 4] = token[:, 0]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step = model._decoding_step(
+                token, caches, sample, out, graph, False, steps=7
+            )
+        warned[graph] = [str(w.message) for w in caught]
+        for _ in range(7):
+            step()
+        outs[graph] = out
+    assert len(warned[None]) == 1 and "decoding unrecorded" in warned[None][0]
+    assert warned[False] == []
+    assert torch.equal(outs[None], outs[False])
+    assert torch.equal(outs[None], generate_without_cache(model, idx, 8))

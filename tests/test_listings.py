@@ -254,3 +254,71 @@ def test_without_a_repository_url_the_caption_has_no_link(tmp_path):
         == f"src/mixers/alibi.py · alibi_slopes — lines {slopes[0]}–{slopes[1]}"
     )
     assert links == [[], [], []]
+
+
+# ---------------------------------------------------------------------------
+# Comments read as text: maths typeset, roles as names, never raw reST.
+
+
+def highlighted(code):
+    from sphinx.highlighting import PygmentsBridge
+
+    return PygmentsBridge("html").highlight_block(code, "python")
+
+
+def shown_text(html_code):
+    """The text a reader sees of highlighted code, a formula as its TeX."""
+    text = re.sub(
+        r'<span class="math notranslate nohighlight">\\\((.*?)\\\)</span>',
+        r"[\1]",
+        html_code,
+    )
+    return html.unescape(re.sub(r"<[^>]+>", "", text))
+
+
+def test_a_comment_s_maths_is_typeset_and_its_roles_are_names():
+    code = (
+        "def f(x):\n"
+        "    # :math:`q_i^\\top k_j < 0` for :class:`~mixers.attention.KVCache`"
+        " and :func:`g`, ``x`` *only*\n"
+        "    return x  # and :meth:`A.b <A.b>` here\n"
+    )
+    shown = listings.typeset_comments(highlighted(code))
+    assert shown_text(shown).strip().splitlines() == [
+        "def f(x):",
+        "    # [q_i^\\top k_j < 0] for KVCache and g, x only",
+        "    return x  # and A.b here",
+    ]
+    # The formula goes to MathJax escaped; the code is untouched.
+    assert r"\(q_i^\top k_j &lt; 0\)" in shown
+    assert "<em>only</em>" in shown
+    assert not re.search(r":\w+:`|``", shown_text(shown))
+
+
+def test_a_formula_that_runs_onto_the_next_comment_line_is_typeset_whole():
+    code = (
+        "x = 1\n"
+        "# A row that is all :math:`-\\infty` would be :math:`e^{-\\infty} /\n"
+        "# \\sum_j e^{-\\infty}`. Zeroing it after\n"
+        "# :math:`j <\n"
+        "# i`\n"
+        "#\n"
+        "# (a paragraph of its own, after an empty comment line)\n"
+        "y = 2  # *args and a * b stay\n"
+    )
+    shown = shown_text(listings.typeset_comments(highlighted(code)))
+    assert shown.strip().splitlines() == [
+        "x = 1",
+        "# A row that is all [-\\infty] would be"
+        " [e^{-\\infty} / \\sum_j e^{-\\infty}].",
+        "# Zeroing it after",
+        "# [j < i]",
+        "#",
+        "# (a paragraph of its own, after an empty comment line)",
+        "y = 2  # *args and a * b stay",
+    ]
+
+
+def test_code_without_markup_is_left_as_highlighted():
+    code = "def f(*args, **kwargs):\n    return 2 * x  # a plain note\n"
+    assert listings.typeset_comments(highlighted(code)) == highlighted(code)

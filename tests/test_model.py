@@ -381,7 +381,8 @@ def test_forward_rejects_bad_inputs():
         model(torch.zeros(8, dtype=torch.long))
     with pytest.raises(
         ValueError,
-        match=r"idx must have shape \[batch, seq\] with seq >= 1, got \(2, 0\)",
+        match=r"idx must have shape \[batch, seq\] with batch >= 1 and seq"
+        r" >= 1, got \(2, 0\) \(an empty sequence\)",
     ):
         model(torch.zeros(2, 0, dtype=torch.long))
     with pytest.raises(ValueError, match="targets must have the shape of idx"):

@@ -699,6 +699,116 @@ def _chapter_ref(docname):
     return ref
 
 
+# Parts of a module that are plumbing rather than its idea, folded in place
+# on its page under their title: each named by a function or class it
+# defines (a name outlives a reworded title). tests/test_annotated.py checks
+# that each still exists.
+PLUMBING_PARTS = {
+    # torch's fused kernel, and running bf16 attention in float32 on a CPU:
+    # before the softmax and attention themselves in the file.
+    "mixers.attention": ("fused_attention",),
+}
+
+
+class Fold(nodes.Element):
+    """A ``<details>`` fold on an annotated page: its first child is the
+    bar (``<summary>``), the rest what it holds."""
+
+
+def _visit_fold(self, node):
+    self.body.append('<details class="annotated-fold"><summary>')
+    node[0].walkabout(self)
+    self.body.append("</summary>")
+    for child in node.children[1:]:
+        child.walkabout(self)
+    self.body.append("</details>")
+    raise nodes.SkipNode
+
+
+def _import_lines(source):
+    """The lines of a module's top-level imports and its ``__all__``."""
+    lines = set()
+    for node in ast.parse(source).body:
+        named_all = isinstance(node, (ast.Assign, ast.AnnAssign)) and any(
+            isinstance(target, ast.Name) and target.id == "__all__"
+            for target in getattr(
+                node, "targets", [getattr(node, "target", None)]
+            )
+        )
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or named_all:
+            lines.update(range(node.lineno, node.end_lineno + 1))
+    return lines
+
+
+def _split_imports(code, imports):
+    """The intro's code as (the imports and ``__all__`` that open it, the
+    rest): blank lines go with the imports they lie between."""
+    end = 0
+    for at, (number, text) in enumerate(code):
+        if number in imports:
+            end = at + 1
+        elif text.strip():
+            break
+    return code[:end], code[end:]
+
+
+def _continues(section):
+    """A section that carries on the definition above it: its code starts
+    indented, and it defines nothing."""
+    first = next((t for _, t in section.code if t.strip()), "")
+    return not section.title and not section.names and first[:1].isspace()
+
+
+def _private(section):
+    """A section that defines functions or classes of the module, all
+    private (``_zero_padded``; not a method, not a ``__dunder__``)."""
+    return bool(section.names) and all(
+        "." not in name and name.startswith("_") and not name.endswith("__")
+        for name in section.names
+    )
+
+
+def _helper_runs(sections):
+    """{index of a section: (the run's first section, its private names,
+    its lines of code)} for each section in the run of private helpers
+    (functions whose names start with ``_``, and the sections that carry on
+    their bodies) that opens a module, right after its introduction: folded,
+    so that the page reaches the module's idea first."""
+    at = 1
+    names, lines = [], 0
+    while (
+        at < len(sections)
+        and not sections[at].title
+        and (_private(sections[at]) or (names and _continues(sections[at])))
+    ):
+        names += sections[at].names
+        lines += sum(1 for _, t in sections[at].code if t.strip())
+        at += 1
+    return {index: (1, names, lines) for index in range(1, at)}
+
+
+def _plumbing_parts(sections, names):
+    """{index of a titled section: (the functions and classes its part
+    defines, its lines of code)} for each part that defines one of
+    ``names``."""
+    found = {}
+    for index, section in enumerate(sections):
+        if not section.title:
+            continue
+        part = [section]
+        for later in sections[index + 1 :]:
+            if later.title:
+                break
+            part.append(later)
+        defined = [n for s in part for n in s.names]
+        if names and set(defined) & set(names):
+            found[index] = (
+                [n for n in defined if "." not in n],
+                sum(1 for s in part for _, t in s.code if t.strip()),
+            )
+    return found
+
+
 class AnnotatedSource(SphinxDirective):
     """``annotated-source``: a file of the package, note beside code,
     section by section; each titled part a section of the page."""
@@ -724,8 +834,20 @@ class AnnotatedSource(SphinxDirective):
         rows = nodes.container(classes=["annotated-source"])
         result.append(rows)
         sections = parse_source(filename, source)
+        self.imports = set() if script else _import_lines(source)
         taken = {name for section in sections for name in section.names}
-        for section in sections:
+        helpers = _helper_runs(sections)
+        plumbing = _plumbing_parts(sections, PLUMBING_PARTS.get(self.module))
+        fold = None  # the fold that the rows now go into, if any
+        for index, section in enumerate(sections):
+            fold = None if index not in helpers else fold
+            if index in helpers and helpers[index][0] == index:
+                _, names, lines = helpers[index]
+                fold = self._fold(
+                    "Helpers: " + ", ".join(f"``{n}``" for n in names),
+                    lines,
+                )
+                rows += fold
             if section.title:
                 part = nodes.section(classes=["annotated-part"])
                 # Its id, unless a name defined on the page is that id
@@ -738,12 +860,32 @@ class AnnotatedSource(SphinxDirective):
                 name = nodes.fully_normalize_name(section.title)
                 part["names"].append(name)
                 self.state.document.note_implicit_target(part, part)
-                part += nodes.title(section.title, section.title)
+                # The title is reStructuredText, as the notes are: its
+                # ``code`` and :math: show as code and maths.
+                shown, _ = self.state.inline_text(section.title, self.lineno)
+                part += nodes.title(section.title, "", *shown)
                 rows = nodes.container(classes=["annotated-source"])
-                part += rows
+                if index in plumbing:
+                    names, lines = plumbing[index]
+                    folded = self._fold(
+                        "Plumbing: " + ", ".join(f"``{n}``" for n in names),
+                        lines,
+                    )
+                    folded += rows
+                    part += folded
+                else:
+                    part += rows
                 result.append(part)
-            rows += self._section(section)
+            (fold if fold is not None else rows).append(self._section(section))
         return result
+
+    def _fold(self, summary, lines):
+        """A fold (``<details>``) whose bar says what it holds: ``summary``
+        (reStructuredText) and how many lines of code."""
+        shown, _ = self.state.inline_text(summary, self.lineno)
+        bar = nodes.inline("", "", *shown)
+        bar += nodes.Text(f" ({lines} line{'' if lines == 1 else 's'})")
+        return Fold("", bar, classes=["annotated-fold"])
 
     def _uses(self):
         """The line under the title: the chapters that use the module, and
@@ -782,7 +924,20 @@ class AnnotatedSource(SphinxDirective):
                 note += self._notes(text, index in section.docstrings)
         self._link_names(note, section.names)
         row += note
-        code = _code_html(section.code, self.lexer)
+        code_lines = section.code
+        if self.imports and (section.intro or section.has_code()):
+            folded, code_lines = _split_imports(section.code, self.imports)
+            if section.intro and folded:
+                row += self._imports_fold(folded)
+            elif folded and not any(t.strip() for _, t in code_lines):
+                # A section of imports alone: folded in its code's place.
+                holder = nodes.container(classes=["annotated-code"])
+                holder += self._imports_fold(folded)
+                row += holder
+                return row
+            else:
+                code_lines = section.code
+        code = _code_html(code_lines, self.lexer)
         if code:
             row += nodes.raw(
                 "",
@@ -791,11 +946,29 @@ class AnnotatedSource(SphinxDirective):
                 "</div></div>",
                 format="html",
             )
-        else:
+        elif not section.intro:
             row += nodes.container(
                 classes=["annotated-code", "annotated-empty"]
             )
         return row
+
+    def _imports_fold(self, folded):
+        """The module's imports (and ``__all__``), folded under a bar."""
+        text = "\n".join(t for _, t in folded)
+        what = (
+            "The imports and ``__all__``"
+            if "__all__" in text
+            else ("The imports")
+        )
+        fold = self._fold(what, sum(1 for _, t in folded if t.strip()))
+        fold += nodes.raw(
+            "",
+            f'<div class="annotated-code highlight-{self.language}'
+            f' notranslate"><div class="highlight"><pre>'
+            f"{_code_html(folded, self.lexer)}</pre></div></div>",
+            format="html",
+        )
+        return fold
 
     def _notes(self, text, docstring):
         """A block of notes, parsed as reStructuredText (a docstring's Args:
@@ -1018,15 +1191,18 @@ def _api_links(app, doctree, docname):
 
 def _contents_script(app, pagename, templatename, context, doctree):
     """An annotated page closes its contents drawer when an entry is
-    tapped (``book/_static/annotated-contents.js``)."""
+    tapped (``book/_static/annotated-contents.js``), and its notes flow
+    beside its code (``book/_static/annotated-layout.js``)."""
     if doctree is not None and any(
         "annotated-source" in node["classes"]
         for node in doctree.findall(nodes.container)
     ):
         app.add_js_file("annotated-contents.js")
+        app.add_js_file("annotated-layout.js")
 
 
 def setup(app):
+    app.add_node(Fold, html=(_visit_fold, None))
     app.add_directive("annotated-source", AnnotatedSource)
     app.connect("doctree-resolved", _api_links)
     # After Sphinx's own collector has read the page's sections.

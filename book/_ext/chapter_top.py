@@ -14,6 +14,11 @@
   ("Show the setup code: installing on Colab, the imports, the settings"),
   up to one that shows an output, which stays in its place under the bar; a
   hidden cell of imports elsewhere says "Show the imports".
+* A cell that names its own fold (cell metadata ``"mystnb":
+  {"code_prompt_show": "How Fig. 6.2 is drawn", "code_prompt_hide": ...}``,
+  read by MyST-NB) keeps its label and its own bar. Where it names only the
+  label to show, the open bar shows the same words, never MyST-NB's generic
+  "Hide code cell source".
 """
 
 import re
@@ -85,14 +90,19 @@ class FoldSetupCells(SphinxPostTransform):
         hidden = NodeMatcher(nodes.container, nb_element="cell_code")
         done = set()
         for cell in list(self.document.findall(hidden)):
-            if id(cell) in done or not self.only_hidden_input(
-                cell, HideCodeCellNode
+            if (
+                id(cell) in done
+                or not self.only_hidden_input(cell, HideCodeCellNode)
+                or self.own_label(cell)
             ):
                 continue
             run = [cell]
             sibling = cell.next_node(descend=False, siblings=True)
-            # The run ends after a cell that shows an output (which stays).
-            while self.hidden_input(sibling, HideCodeCellNode):
+            # The run ends after a cell that shows an output (which stays),
+            # or before one that names its own fold.
+            while self.hidden_input(
+                sibling, HideCodeCellNode
+            ) and not self.own_label(sibling):
                 run.append(sibling)
                 if len(sibling.children) > 1:
                     break
@@ -115,6 +125,12 @@ class FoldSetupCells(SphinxPostTransform):
             bar["prompt_hide"] = "Hide" + show[len("Show") :]
 
     @staticmethod
+    def own_label(cell) -> bool:
+        """The cell's metadata names its fold (MyST-NB's code_prompt_show)."""
+        mystnb = cell.get("cell_metadata", {}).get("mystnb") or {}
+        return "code_prompt_show" in mystnb
+
+    @staticmethod
     def only_hidden_input(cell, bar_class) -> bool:
         """The cell is its collapsed source and nothing else (no output)."""
         return len(cell.children) == 1 and isinstance(
@@ -132,7 +148,33 @@ class FoldSetupCells(SphinxPostTransform):
         )
 
 
+GENERIC_HIDE = "Hide code cell"
+
+
+class NoGenericHideLabel(SphinxPostTransform):
+    """A fold whose cell names only the label to show (``code_prompt_show``)
+    keeps those words when open, instead of MyST-NB's default "Hide code
+    cell {type}"."""
+
+    default_priority = 220
+    formats = ("html",)
+
+    def run(self, **kwargs):
+        from myst_nb.sphinx_ import HideCodeCellNode
+
+        for bar in self.document.findall(HideCodeCellNode):
+            show = bar.get("prompt_show", "")
+            if bar.get("prompt_hide", "").startswith(
+                GENERIC_HIDE
+            ) and not show.startswith("Show code cell"):
+                if show.startswith("Show "):
+                    bar["prompt_hide"] = "Hide " + show[len("Show ") :]
+                else:
+                    bar["prompt_hide"] = show
+
+
 def setup(app):
     app.connect("doctree-read", add_colab_link)
     app.add_post_transform(FoldSetupCells)
+    app.add_post_transform(NoGenericHideLabel)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

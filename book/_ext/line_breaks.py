@@ -1,12 +1,13 @@
-"""Sphinx extension: headings and sidebar entries break at dots, underscores
-and slashes, not inside words.
+"""Sphinx extension: headings, sidebar entries and table cells break at
+dots, underscores and slashes, not inside words.
 
 A module's name (``mixers.experiments.alibi_extrapolation``) is one long word
 to the browser: too wide for a phone's heading or the sidebar's column, it
 broke wherever the line ran out (``mixers.experime|nts.alibi_extra|polation``).
 Here every dot, underscore or slash (of a path: ``mixers/views/views.js``)
-between two letters, in a heading of the page and in an entry of its sidebars
-(the book's pages, the page's contents, the previous and next links), is
+between two letters, in a heading of the page, in a cell of its tables
+(``DotProductAttention.forward``) and in an entry of its sidebars (the
+book's pages, the page's contents, the previous and next links), is
 followed by ``<wbr>``, a place where the line may break; mixers.css forbids
 breaks inside words there.
 """
@@ -22,6 +23,7 @@ BREAK_AFTER = re.compile(
     r"(?<=[A-Za-z0-9_]\.)(?=[A-Za-z_])|(?<=[A-Za-z0-9][_/])(?=[A-Za-z0-9])"
 )
 HEADING = re.compile(r"<h([1-6])\b.*?</h\1>", re.S)
+TABLE_CELL = re.compile(r"<t([dh])\b.*?</t\1>", re.S)
 TEXT = re.compile(r">([^<]+)<")
 
 
@@ -32,14 +34,15 @@ def with_breaks(text: str) -> str:
 
 
 def headings_with_breaks(html: str) -> str:
-    """Every heading of the page's HTML, its text given its breaks."""
+    """Every heading and table cell of the page's HTML, its text given its
+    breaks."""
 
     def heading(found):
         return TEXT.sub(
             lambda text: f">{with_breaks(text.group(1))}<", found.group(0)
         )
 
-    return HEADING.sub(heading, html)
+    return TABLE_CELL.sub(heading, HEADING.sub(heading, html))
 
 
 def links_with_breaks(soup):

@@ -19,8 +19,20 @@ link. The line numbers are Sphinx's own: the file is read again by
 ``LiteralIncludeReader`` with ``:lineno-match:``, the option with which Sphinx
 numbers a listing by its lines in the file. An author's ``:caption:`` is kept,
 and the location appended.
+
+The package's comments are reStructuredText, as its docstrings are (the
+annotated pages typeset them: ``book/_ext/annotated.py``). In the code that a
+page shows highlighted, every comment reads as text, never as its markup
+(:func:`typeset_comments`): ``:math:`q_i^\top k_j``` becomes a formula that
+MathJax typesets in place (``book/_static/mathjax-setup.js``), a role such as
+``:class:`Foo``` or ``:func:`f``` the name it names, ````x```` plain ``x``,
+``*word*`` the word in italics. A
+formula that runs onto the next comment line is typeset whole where it
+starts, and the next line keeps what follows it. The code itself is
+untouched.
 """
 
+import html
 import keyword
 import posixpath
 import re
@@ -238,6 +250,161 @@ class SourceLiteralInclude(LiteralInclude):
         return None
 
 
+# ---------------------------------------------------------------------------
+# Comments read as text: their maths typeset, their roles as names
+
+
+# A comment token of Pygments' HTML (Python's ``#``, JavaScript's ``//`` and
+# ``/* */``): each line of highlighted code holds its own spans.
+_COMMENT = re.compile(r'(<span class="(?:c|c1|cm|cs)">)(.*?)(</span>)')
+# What opens a comment line: "#", Sphinx's "#:", "//", and the space after.
+_PREFIX = re.compile(r"^(?:#:?|//)[ \t]*")
+# A role (``:math:`...```, ``:class:`~a.B```) or ````literal````, across
+# lines ("\n" joins a comment's lines).
+_MARKUP = re.compile(
+    r":(?P<role>[a-z]+(?::[a-z]+)?):`(?P<target>[^`]*)`|``(?P<literal>.+?)``"
+    # *emphasis* (not ``*args``, not ``a * b``): the word, in italics.
+    r"|(?<![\w*])\*(?P<emphasis>[^\s*](?:[^*]*[^\s*])?)\*(?![\w*])",
+    re.S,
+)
+# The languages whose comments are the package's reStructuredText.
+COMMENTED_LANGUAGES = {
+    "python",
+    "python3",
+    "py",
+    "ipython",
+    "ipython3",
+    "default",
+}
+MATH_SPAN = '<span class="math notranslate nohighlight">\\({}\\)</span>'
+
+
+def _as_text(found):
+    """What a piece of markup shows, as HTML: a formula for MathJax, or the
+    name a role names (its lines joined)."""
+    if found.group("literal") is not None:
+        return _escape(" ".join(found.group("literal").split()))
+    if found.group("emphasis") is not None:
+        words = _escape(" ".join(found.group("emphasis").split()))
+        return f"<em>{words}</em>"
+    role, target = found.group("role"), found.group("target")
+    if role == "math":
+        return MATH_SPAN.format(_escape(" ".join(target.split())))
+    # "Title <target>" shows its title; "~a.b.C" shows "C"; "!x" shows "x".
+    titled = re.fullmatch(r"(.*?)\s*<[^<>]*>", target, re.S)
+    if titled:
+        target = titled.group(1)
+    target = target.lstrip("!")
+    if target.startswith("~"):
+        target = target[1:].rpartition(".")[2]
+    return _escape(" ".join(target.split()))
+
+
+def _escape(text):
+    return html.escape(text, quote=False)
+
+
+def typeset_comments(highlighted: str) -> str:
+    """Highlighted code (Pygments' HTML, one line of code a line) whose
+    comments read as text: their reStructuredText markup turned into
+    typeset maths or plain names. A run of comment lines is read whole, so a
+    role that runs onto the next line is found; it is shown whole where it
+    starts, with the punctuation right after it, and the line it ends on
+    keeps what follows."""
+    if "`" not in highlighted and "*" not in highlighted:
+        return highlighted
+    lines = highlighted.split("\n")
+    comments = {
+        index: found
+        for index, line in enumerate(lines)
+        if (found := _COMMENT.search(line))
+    }
+    index = 0
+    while index < len(lines):
+        if index not in comments:
+            index += 1
+            continue
+        run = [index]
+        while run[-1] + 1 in comments and _only_comment(lines[run[-1] + 1]):
+            run.append(run[-1] + 1)
+        texts = [html.unescape(comments[i].group(2)) for i in run]
+        if any("`" in text or "*" in text for text in texts):
+            for i, text in zip(run, _comment_run_as_text(texts)):
+                found = comments[i]
+                lines[i] = text and (
+                    lines[i][: found.start(2)]
+                    + text
+                    + lines[i][found.end(2) :]
+                )
+        index = run[-1] + 1
+    return "\n".join(line for line in lines if line is not None)
+
+
+def _only_comment(line):
+    """The highlighted line holds a comment and nothing else but spaces."""
+    rest = re.sub(r'<span class="w">\s*</span>', "", _COMMENT.sub("", line))
+    return not rest.strip()
+
+
+def _comment_run_as_text(texts):
+    """Consecutive comment lines (plain text, each with its ``#``) as HTML
+    with their markup read; None for a line to leave out."""
+    prefixes = [_PREFIX.match(text).group(0) for text in texts]
+    joined = "\n".join(t[len(p) :] for t, p in zip(texts, prefixes))
+    shown = [[] for _ in texts]
+    line, at = 0, 0
+    taken = set()  # lines that a piece from a line above ran onto
+
+    def plain(text):
+        nonlocal line
+        first, *rest = text.split("\n")
+        shown[line].append(_escape(first))
+        for part in rest:
+            line += 1
+            shown[line].append(_escape(part))
+
+    for found in _MARKUP.finditer(joined):
+        plain(joined[at : found.start()])
+        shown[line].append(_as_text(found))
+        at = found.end()
+        spanned = found.group(0).count("\n")
+        if spanned:
+            punctuation = re.match(r"[.,;:)\]]*", joined[at:]).group(0)
+            shown[line].append(_escape(punctuation))
+            at += len(punctuation)
+            at += len(re.match(r"[ \t]*", joined[at:]).group(0))
+            taken.update(range(line + 1, line + spanned + 1))
+            line += spanned
+    plain(joined[at:])
+    # A line that a piece from a line above took whole is left out.
+    return [
+        None
+        if k in taken and not "".join(parts)
+        else _escape(prefix if "".join(parts) else prefix.rstrip())
+        + "".join(parts)
+        for k, (prefix, parts) in enumerate(zip(prefixes, shown))
+    ]
+
+
+def comments_as_text(app):
+    """Every highlighted block of Python on the site gets its comments read
+    as text (the builder's highlighter, wrapped once)."""
+    highlighter = getattr(app.builder, "highlighter", None)
+    if highlighter is None or getattr(highlighter, "_comments_as_text", False):
+        return
+    plain = highlighter.highlight_block
+
+    def highlight_block(source, lang, *args, **kwargs):
+        highlighted = plain(source, lang, *args, **kwargs)
+        if (lang or "default") in COMMENTED_LANGUAGES:
+            return typeset_comments(highlighted)
+        return highlighted
+
+    highlighter.highlight_block = highlight_block
+    highlighter._comments_as_text = True
+
+
 def setup(app):
     app.add_directive("literalinclude", SourceLiteralInclude, override=True)
+    app.connect("builder-inited", comments_as_text)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import weakref
 
 import torch
 from torch import Tensor
@@ -147,6 +149,34 @@ def check_same_dtype(**tensors: Tensor) -> None:
             f"{', '.join(dtypes)} must share one dtype, got {shown}: cast"
             " them to one (x.to(dtype))"
         )
+
+
+def check_same_device(**tensors: Tensor | None) -> None:
+    """Tensors that meet in one computation share a device (None: absent).
+    Torch refuses most mixes in its own words, and some not at all: a
+    ``meta`` query times CPU keys gives a CPU result."""
+    devices = {n: t.device for n, t in tensors.items() if t is not None}
+    if len(set(devices.values())) > 1:
+        shown = ", ".join(
+            f"{name} {device}" for name, device in devices.items()
+        )
+        raise ValueError(
+            f"{', '.join(devices)} must be on one device, got {shown}: move"
+            " them to one (x.to(device))"
+        )
+
+
+def check_device_matches(x: Tensor, name: str, layer) -> Tensor:
+    """``x`` on the device of the weight of ``layer`` (a linear layer; one
+    without a weight takes any device)."""
+    weight = getattr(layer, "weight", None)
+    if isinstance(weight, Tensor) and x.device != weight.device:
+        raise ValueError(
+            f"{name} is on {x.device} but the layer's weights are on"
+            f" {weight.device}: move one to the other (layer.to({name}.device)"
+            f" or {name}.to('{weight.device}'))"
+        )
+    return x
 
 
 def _check_bool(mask, name: str, meaning: str, expected: str) -> Tensor:
@@ -392,6 +422,38 @@ def check_flags(**flags) -> None:
         check_bool(name, value)
 
 
+def check_device(name: str, value) -> torch.device:
+    """A device this process can train on: a ``torch.device`` or its name,
+    of type ``cpu``, ``cuda`` (available, and an index below the GPU count)
+    or ``mps`` (available). Refused here, not deep in torch at the first
+    step."""
+    rule = "a torch.device or its name: 'cpu', 'cuda', 'cuda:N' or 'mps'"
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(f"{name} must be {rule}, got {value!r}")
+    try:
+        device = torch.device(value)
+    except RuntimeError:
+        raise ValueError(f"{name} must be {rule}, got {value!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"{name}={value!r} but CUDA is not available here"
+            " (torch.cuda.is_available() is False): use 'cpu'"
+        )
+    if device.type == "cuda" and device.index is not None:
+        count = torch.cuda.device_count()
+        if device.index >= count:
+            raise ValueError(
+                f"{name}={value!r} but this machine has {count} CUDA"
+                f" device{'' if count == 1 else 's'} (cuda:0 to"
+                f" cuda:{count - 1})"
+            )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{name}={value!r} but MPS is not available here")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"{name} must be {rule}, got {value!r}")
+    return device
+
+
 def check_choice(name: str, value, choices) -> str:
     """One of ``choices`` (names compared as they are: ``"ReLU"`` is not
     ``"relu"``)."""
@@ -419,16 +481,19 @@ def check_token_ids(
         raise TypeError(
             f"{name} must be an int64 tensor {expected}, got {got}"
         )
-    if ids.dim() != 2 or ids.shape[1] == 0:
-        raise ValueError(
-            f"{name} must have shape {expected} with seq >= 1, got"
-            f" {tuple(ids.shape)}"
+    if ids.dim() != 2 or not ids.numel():
+        empty = (
+            " (an empty batch)"
+            if ids.dim() == 2 and ids.shape[0] == 0
+            else " (an empty sequence)"
+            if ids.dim() == 2
+            else ""
         )
-    if (
-        torch.compiler.is_compiling()
-        or ids.device.type != "cpu"
-        or not ids.numel()
-    ):
+        raise ValueError(
+            f"{name} must have shape {expected} with batch >= 1 and seq >="
+            f" 1, got {tuple(ids.shape)}{empty}"
+        )
+    if torch.compiler.is_compiling() or ids.device.type != "cpu":
         return ids
     low, high = torch.aminmax(ids)
     low, high = int(low), int(high)
@@ -468,18 +533,25 @@ def check_attention_arguments(
     check_scale(scale)
 
 
-def check_attention_call(layer, query, key, value, mask, token_mask, cache):
+def check_attention_call(
+    layer, query, key, value, mask, token_mask, cache, need_weights=False
+):
     """What a :class:`MultiHeadAttention` ``layer``'s ``forward`` is given:
     three float tensors of the layer's widths and dtype, sharing their batch
     (and key and value their length), the masks in the package's sense, and
-    for decoding a cache and the new tokens alone. In self-attention every
-    real query must be allowed some key, causality and padding included: a
-    mask in torch's opposite sense (``triu``) fails there."""
+    for decoding a cache and the new tokens alone; ``need_weights`` a bool
+    (``"no"`` is truthy). In self-attention every real query must be allowed
+    some key, causality and padding included: a mask in torch's opposite
+    sense (``triu``) fails there."""
+    check_bool("need_weights", need_weights)
     if cache is not None:
         return _check_decoding_call(
             layer, query, (key, value, mask, token_mask), cache
         )
-    self_attention = key is None or key is query
+    # The queries are the keys when key is None or is the query itself
+    # (``project_heads`` then zeroes the padded queries with the keys), and
+    # every real query must read some key.
+    queries_are_keys = key is None or key is query
     key = query if key is None else key
     value = key if value is None else value
     for name, x, length, width in (
@@ -492,6 +564,10 @@ def check_attention_call(layer, query, key, value, mask, token_mask, cache):
         check_tensor(x, name, expected, ndim=3, width=size)
     check_same_dtype(query=query, key=key, value=value)
     check_dtype_matches(query, "query", layer.q_proj)
+    check_same_device(
+        query=query, key=key, value=value, mask=mask, token_mask=token_mask
+    )
+    check_device_matches(query, "query", layer.q_proj)
     if key.shape[0] != query.shape[0] or value.shape[:2] != key.shape[:2]:
         raise ValueError(
             f"key and value must have shapes [batch={query.shape[0]},"
@@ -503,7 +579,7 @@ def check_attention_call(layer, query, key, value, mask, token_mask, cache):
         check_attention_mask(mask, (batch, layer.n_heads, q_len, k_len))
     if token_mask is not None:
         check_token_mask(token_mask, batch, k_len)
-    if self_attention and mask is not None:
+    if queries_are_keys and mask is not None:
         attend = mask
         if token_mask is not None:
             attend = attend & token_mask[:, None, None, :]
@@ -515,12 +591,11 @@ def check_attention_call(layer, query, key, value, mask, token_mask, cache):
 
 def _check_decoding_call(layer, query, others, cache) -> None:
     """A decoding step: a key/value cache, and the new tokens as ``query``
-    alone."""
-    from .attention import KVCache, StaticKVCache  # it imports this module
-
-    if not isinstance(cache, (KVCache, StaticKVCache)):
+    alone; then the cache checks its own use (``check_cache_use``). A cache
+    is known by its ``check_use`` method, so this module imports none."""
+    if not callable(getattr(cache, "check_use", None)):
         raise TypeError(
-            "cache must be a mixers.attention.KVCache, got"
+            "cache must be a mixers.attention.KVCache or StaticKVCache, got"
             f" {type(cache).__name__}"
         )
     if any(x is not None for x in others):
@@ -532,6 +607,46 @@ def _check_decoding_call(layer, query, others, cache) -> None:
     expected = f"[batch, new, d_model={layer.d_model}]"
     check_tensor(query, "query", expected, ndim=3, width=layer.d_model)
     check_dtype_matches(query, "query", layer.q_proj)
+    check_device_matches(query, "query", layer.q_proj)
+    cache.check_use(layer, query)
+
+
+def check_cache_use(cache, layer, query):
+    """What a key/value ``cache`` may be used for, before ``layer`` reads or
+    writes it: the keys of one causal layer, for one batch of sequences.
+    Returns its owner (a weak reference to the layer) and batch size, set at
+    its first use.
+
+    A cache holds the past keys of the layer that wrote them; another layer's
+    queries would read them as their own. It holds no future keys, which a
+    bidirectional layer (``causal=False``) reads, so its answer would differ
+    from the full pass. And its buffers hold the first call's batch: a batch
+    of another size would be broadcast against them, or refused in torch's
+    words. Inside ``torch.compile`` nothing is checked: the call it traces
+    was checked eagerly first."""
+    if torch.compiler.is_compiling():
+        return cache.owner, cache.batch
+    if not layer.causal:
+        raise ValueError(
+            "cache decodes a causal layer, but this layer has causal=False:"
+            " its tokens read the ones after them, which a cache never"
+            " holds; call the layer on the whole sequence instead"
+        )
+    owner = cache.owner() if cache.owner is not None else None
+    if cache.owner is not None and owner is not layer:
+        raise ValueError(
+            "cache holds the keys and values of another layer (it is bound"
+            " to the first layer that used it): give each layer a cache of"
+            " its own, e.g. [KVCache() for _ in layers]"
+        )
+    batch = query.shape[0]
+    if cache.batch is not None and batch != cache.batch:
+        raise ValueError(
+            f"cache holds the keys of a batch of {cache.batch} (its size at"
+            f" its first use), got query of batch {batch}"
+            f" {tuple(query.shape)}: start a new cache for another batch"
+        )
+    return cache.owner or weakref.ref(layer), batch
 
 
 def check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:
@@ -542,6 +657,7 @@ def check_qkv(q, k, v, same_d: bool = True) -> tuple[int, ...]:
     check_tensor(k, "k", "[..., k_len, d_k]")
     check_tensor(v, "v", "[..., k_len, d_v]")
     check_same_dtype(q=q, k=k, v=v)
+    check_same_device(q=q, k=k, v=v)
     if same_d and k.shape[-1] != q.shape[-1]:
         raise ValueError(
             f"k must have the last dim d_k={q.shape[-1]} of q, got shape"
@@ -575,13 +691,15 @@ def check_bias(bias, target) -> None:
     check_broadcasts(bias, target, "bias")
 
 
-def check_softmax_inputs(scores, mask) -> None:
-    """Float scores, and a bool mask (True = keep) that broadcasts to them."""
+def check_softmax_inputs(scores, mask, dim: int = -1) -> None:
+    """Float scores, a ``dim`` among theirs, and a bool mask (True = keep)
+    that broadcasts to them."""
     if not isinstance(scores, Tensor) or not scores.is_floating_point():
         got = scores.dtype if isinstance(scores, Tensor) else type(scores)
         raise TypeError(
             f"scores must be a floating-point tensor [..., n], got {got}"
         )
+    check_int_in("dim", dim, -max(scores.dim(), 1), max(scores.dim(), 1) - 1)
     if mask is not None:
         _check_bool(mask, "mask", "True = keep", "broadcastable to scores")
         check_broadcasts(mask, scores.shape, "mask", "scores' shape")
@@ -628,13 +746,29 @@ def _check_positions(positions, name: str, length_name: str, length: int):
         raise ValueError(
             f"{name} must have shape {expected}, got {tuple(positions.shape)}"
         )
+    check_finite_positions(name, positions)
+
+
+def check_finite_positions(name: str, positions: Tensor) -> None:
+    """Float positions hold finite numbers: a NaN position gives NaN scores
+    for every query that reads it. (Integer positions cannot be NaN; they are
+    what the layers pass, so no layer's step waits to read this back.)"""
+    if (
+        positions.is_floating_point()
+        and not torch.compiler.is_compiling()
+        and not bool(torch.isfinite(positions).all())
+    ):
+        raise ValueError(f"{name} must hold finite positions, got NaN or inf")
 
 
 def check_alibi_bias_arguments(
     q_len, k_len, q_offset, query_positions, key_positions, dtype, **flags
 ) -> int:
     """``alibi_bias``'s arguments; returns ``q_offset`` with its default
-    filled in. ``flags``: ``causal``, ``symmetric``."""
+    filled in. ``flags``: ``causal``, and ``symmetric``, a bool or None (its
+    default: symmetric exactly when not causal)."""
+    if flags["symmetric"] is None:
+        flags["symmetric"] = not flags["causal"]
     check_flags(**flags)
     if dtype is not None and (
         not isinstance(dtype, torch.dtype) or not dtype.is_floating_point
@@ -787,6 +921,7 @@ def check_rotary_inputs(q_or_k, positions, base) -> tuple[int, ...]:
         raise TypeError(
             "positions must be an int or float tensor [seq] or [batch, seq]"
         )
+    check_finite_positions("positions", positions)
     if positions.dim() == 1 and positions.shape[0] == seq:
         shape = (seq, 1)  # broadcasts over the leading dims
     elif (
@@ -804,3 +939,104 @@ def check_rotary_inputs(q_or_k, positions, base) -> tuple[int, ...]:
         )
     check_positive_float("base", base)
     return shape
+
+
+# -----------------------------------------------------------------------------
+# LanguageModel.generate's checks: the prompt, the generator, the switches of
+# its decoding paths and the memory the output takes.
+
+
+def check_prompt(idx: Tensor, device: torch.device) -> None:
+    """A prompt ``idx`` (token ids already checked) with at least one row,
+    on the model's ``device``."""
+    if idx.shape[0] == 0:
+        raise ValueError(
+            "idx must hold at least one prompt ([batch >= 1, seq >= 1]):"
+            f" generate continues each row, got shape {tuple(idx.shape)}"
+        )
+    if idx.device != device:
+        raise ValueError(
+            f"idx is on {idx.device} but the model's weights are on"
+            f" {device}: move the prompt there (idx.to('{device}'))"
+        )
+
+
+def check_generator(generator, device: torch.device) -> None:
+    """None (torch's default generator) or a ``torch.Generator`` on the
+    prompt's device."""
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(
+            "generator must be a torch.Generator or None, got"
+            f" {type(generator).__name__}"
+        )
+    if generator.device.type != device.type:
+        raise ValueError(
+            f"generator is on {generator.device} but idx is on {device}:"
+            f" make it there (torch.Generator(device='{device}'))"
+        )
+
+
+def check_decoding_switches(
+    graph, compile: bool, cached: bool, static: bool, device
+) -> None:
+    """``graph=True`` and ``compile=True`` apply to a key/value cache's
+    decoding step (``compile`` to the static cache's only): refused where
+    ``generate`` would ignore them."""
+    why = (
+        "this model decodes without a key/value cache (decodes_with_cache()"
+        " is False: positions added to its input, or a token mixer that is"
+        " not attention), recomputing its window for every token"
+    )
+    if graph and not cached:
+        raise ValueError(
+            f"graph=True records a key/value cache's decoding step, but {why}:"
+            " leave graph None"
+        )
+    if compile and not cached:
+        raise ValueError(
+            f"compile=True compiles a key/value cache's decoding step, but"
+            f" {why}: leave compile False"
+        )
+    if compile and not static:
+        raise ValueError(
+            "compile=True compiles the static cache's decoding step (graph="
+            f"True, or graph=None on a GPU), but this call on {device} decodes"
+            " through a cache that grows, whose every token has new shapes"
+            " to compile again: pass graph=True as well, or leave compile"
+            " False"
+        )
+
+
+def _memory_bytes(device: torch.device) -> int | None:
+    """Free memory of a GPU, the physical memory of a CPU machine; None where
+    unknown."""
+    try:
+        if device.type == "cuda":
+            return torch.cuda.mem_get_info(device)[0]
+        if device.type == "cpu":
+            return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError, RuntimeError):
+        return None
+    return None
+
+
+def check_decoding_memory(
+    idx: Tensor, max_new_tokens: int, cache_bytes: int
+) -> None:
+    """The output ``[batch, seq + max_new_tokens]`` (int64) and the static
+    caches' ``cache_bytes`` fit in the device's memory: a clear error before
+    any work, not the allocator's."""
+    batch, seq = idx.shape
+    needed = batch * (seq + max_new_tokens) * 8 + cache_bytes
+    have = _memory_bytes(idx.device)
+    if have is not None and needed > have:
+        gib = 2**30
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} needs {needed / gib:,.1f} GiB on"
+            f" {idx.device} for the output ({batch} x"
+            f" {seq + max_new_tokens:,} token ids) and the caches, more than"
+            f" its {have / gib:,.1f} GiB: ask for fewer tokens (max_context"
+            " bounds the caches)"
+        )

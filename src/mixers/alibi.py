@@ -48,10 +48,11 @@ Conventions, shared with ``mixers.attention``:
 - ``causal=True`` puts :math:`-\infty` where key :math:`j` lies after query
   :math:`i` in the sequence, i.e. outside :math:`j \le q_\text{offset} + i`
   (by index, like :func:`causal_mask`);
-- ``symmetric=True`` uses :math:`-m\,|i - j|` for bidirectional attention.
-  This is beyond the paper, which only studies causal language models:
-  without a causal mask the plain form :math:`-m\,(i - j)` is *positive* for
-  future keys and grows with their distance.
+- ``symmetric=True`` uses :math:`-m\,|i - j|` for bidirectional attention,
+  and is the default where ``causal=False``. This is beyond the paper, which
+  only studies causal language models: without a causal mask the plain form
+  :math:`-m\,(i - j)` is *positive* for future keys and grows with their
+  distance.
 
 :class:`AlibiMultiHeadAttention` is :class:`MultiHeadAttention` with the bias
 supplied through its ``attention_bias`` hook (eager and SDPA backends), plus a
@@ -207,7 +208,7 @@ def alibi_bias(
     q_len: int,
     k_len: int | None = None,
     causal: bool = True,
-    symmetric: bool = False,
+    symmetric: bool | None = None,
     q_offset: int | None = None,
     key_positions: Tensor | None = None,
     query_positions: Tensor | None = None,
@@ -226,7 +227,12 @@ def alibi_bias(
             sequence, :math:`j > q_\text{offset} + i` (by index, not position:
             padded keys still need a token mask).
         symmetric: :math:`-m_h\,|P_i - P_j|`, for bidirectional attention
-            (beyond the paper).
+            (beyond the paper). Default None: symmetric exactly when not
+            causal, since without the causal mask the plain form gives every
+            future key a bonus :math:`m_h (P_j - P_i) > 0` that grows with
+            its distance. ``symmetric=False`` with ``causal=False`` is the
+            plain form, for a caller whose own mask removes the future keys
+            (a :class:`~mixers.attention.StaticKVCache`'s).
         q_offset: index of query 0 among the keys; default ``k_len - q_len``
             (the queries are the last q_len keys, as after a key/value cache).
             It sets the causal diagonal and, unless ``query_positions`` is
@@ -262,6 +268,8 @@ def alibi_bias(
         causal=causal,
         symmetric=symmetric,
     )
+    # :math:`|P_i - P_j|` by default where no causal mask hides the future.
+    symmetric = not causal if symmetric is None else symmetric
     dtype = slopes.dtype if dtype is None else dtype
     if device is None:
         given = key_positions if key_positions is not None else query_positions

@@ -60,6 +60,8 @@ from ._checks import (
     check_attention_call,
     check_attention_mask,
     check_bias,
+    check_bool,
+    check_cache_use,
     check_choice,
     check_context_and_question,
     check_dropout,
@@ -69,6 +71,7 @@ from ._checks import (
     check_padded,
     check_positive_int,
     check_qkv,
+    check_same_device,
     check_scale,
     check_softmax_inputs,
 )
@@ -203,7 +206,7 @@ def masked_softmax(
     ``scores``, True = keep. Returns weights of the shape of ``scores``; a row
     with nothing left gets all zeros.
     """
-    check_softmax_inputs(scores, mask)
+    check_softmax_inputs(scores, mask, dim)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     # A row that is all :math:`-\infty` would be :math:`e^{-\infty} / \sum_j
@@ -321,6 +324,7 @@ def dot_product_attention(
     it may attend to nothing).
     """
     scores_shape = check_qkv(q, k, v)
+    check_same_device(q=q, mask=mask, bias=bias)
     check_dropout(dropout_p, "dropout_p")
     scale = score_scale(q, scale)
     if bias is not None:
@@ -407,6 +411,7 @@ class DotProductAttention(nn.Module):
     def forward(
         self, q, k, v, mask=None, bias=None, need_weights: bool = False
     ):
+        check_bool("need_weights", need_weights)
         dropout_p = self.dropout if self.training else 0.0
         out, weights = dot_product_attention(
             q, k, v, mask, bias, self.scale, dropout_p
@@ -450,6 +455,7 @@ class SingleLayerAttention(nn.Module):
             )
         if mask is not None:
             check_attention_mask(mask, scores_shape)
+        check_bool("need_weights", need_weights)
         # :math:`(q_i - k_j)^\top w = q_i^\top w - k_j^\top w`: two
         # matrix-vector products and a broadcast subtraction give every score,
         # without the ``[q_len, k_len, d_k]`` tensor of differences.
@@ -503,6 +509,7 @@ class AdditiveAttention(nn.Module):
             )
         if mask is not None:
             check_attention_mask(mask, scores_shape)
+        check_bool("need_weights", need_weights)
         # :math:`\tanh(W_q q_i + W_k k_j)`: ``[..., q_len, 1, d_hidden] +
         # [..., 1, k_len, d_hidden]``, one hidden vector per pair
         # :math:`(i, j)`.
@@ -519,7 +526,19 @@ class AdditiveAttention(nn.Module):
 # A key/value cache: decoding one token at a time without recomputing the past.
 
 
-class KVCache:
+class _CheckedUse:
+    """What both caches check of their use (``check_cache_use``): the keys and
+    values of one causal layer, for one batch. A cache is bound to both at
+    its first use, and refuses any other layer or batch size."""
+
+    owner = None  # a weak reference to the layer, from the first use
+    batch: int | None = None  # the batch size, from the first use
+
+    def check_use(self, layer, query: Tensor) -> None:
+        self.owner, self.batch = check_cache_use(self, layer, query)
+
+
+class KVCache(_CheckedUse):
     r"""The keys and values a self-attention layer has made so far, for
     decoding token by token.
 
@@ -575,7 +594,7 @@ class KVCache:
         return self.k, self.v
 
 
-class StaticKVCache:
+class StaticKVCache(_CheckedUse):
     r"""A ``KVCache`` whose buffers are allocated once and written in place:
     what a GPU decodes with.
 
@@ -857,8 +876,9 @@ class MultiHeadAttention(nn.Module):
         ``key_padding_mask``). cache: a :class:`KVCache` or
         :class:`StaticKVCache` for decoding (self-attention, no masks): query
         holds the new tokens, which read every key the cache holds and their
-        own. Returns output ``[batch, q_len, d_model]``, or ``(output, weights
-        [batch, heads, q_len, k_len])`` with ``need_weights=True`` (eager).
+        own; a cache serves one causal layer and one batch size. Returns
+        output ``[batch, q_len, d_model]``, or ``(output, weights [batch,
+        heads, q_len, k_len])`` with ``need_weights=True`` (eager).
         """
         # A subclass may run the call on a kernel of its own: ALiBi's flex
         # backend computes its bias inside the kernel.
@@ -866,7 +886,9 @@ class MultiHeadAttention(nn.Module):
             return self._flex_forward(query, key, value, mask, token_mask)
         # One check of all the call was given; then :math:`Q W^Q, K W^K, V
         # W^V`, split into heads ``[batch, heads, seq, d_head]``.
-        check_attention_call(self, query, key, value, mask, token_mask, cache)
+        check_attention_call(
+            self, query, key, value, mask, token_mask, cache, need_weights
+        )
         q, k, v = self.project_heads(query, key, value, token_mask)
         q_len = q.shape[-2]
         # Query i sits at position :math:`k_\text{len} - q_\text{len} + i`:
@@ -958,31 +980,40 @@ class MultiHeadAttention(nn.Module):
 
     def project_heads(self, query, key, value, token_mask=None):
         """:math:`Q W^Q, K W^K, V W^V`, each split into heads ``[batch, heads,
-        seq, d_head]``; key None is self-attention, value None is the key."""
-        self_attention = key is None or key is query
+        seq, d_head]``; key None is the query (self-attention), value None is
+        the key."""
         key = query if key is None else key
         value = key if value is None else value
+        # One product for all three only when all three *are* the query, the
+        # same tensor: ``m(x, x, y)`` must read y. Equal values in another
+        # tensor (a view, a clone) take the separate products, which give
+        # the same answer; sharing one product between two tensors of equal
+        # values would send the gradient of one to the other.
+        fused = key is query and value is query
         # A padded key gets weight 0, but :math:`0 \cdot \text{NaN} =
         # \text{NaN}`: so padded inputs are zeroed before they are projected,
         # and whatever they hold never reaches a real token's output or
-        # gradient -- nor, in self-attention, the padded queries' rows.
+        # gradient. Queries given as the keys themselves (self-attention) are
+        # the padded positions too, and are zeroed with them.
         if token_mask is not None:
+            queries_are_keys = key is query
             given_key, key = key, zero_padding(key, token_mask)
             value = (
                 key if value is given_key else zero_padding(value, token_mask)
             )
-            query = key if self_attention else query
-        projected = self.project_qkv(query, key, value, self_attention)
+            query = key if queries_are_keys else query
+        projected = self.project_qkv(query, key, value, fused)
         return tuple(self.split_heads(x) for x in projected)
 
-    def project_qkv(self, query, key, value, self_attention: bool = False):
-        """q, k, v ``[batch, seq, d_model]`` of the inputs. With ``in_proj``,
-        self-attention is one product whose output splits into three (views,
-        no copy), as nanoGPT's; a separate key and value read their own rows
-        of the same weight (two products, or one when value is key)."""
+    def project_qkv(self, query, key, value, fused: bool = False):
+        """q, k, v ``[batch, seq, d_model]`` of the inputs. With ``in_proj``
+        and ``fused`` (query, key and value one tensor), one product whose
+        output splits into three (views, no copy), as nanoGPT's; a separate
+        key and value read their own rows of the same weight (two products,
+        or one when value is key)."""
         if self.in_proj is None:
             return self.q_proj(query), self.k_proj(key), self.v_proj(value)
-        if self_attention:
+        if fused:
             return self.in_proj(query).split(self.d_model, dim=-1)
         # Key and value one product: rows :math:`d..3d` of ``in_proj``.
         if value is key:
@@ -1075,6 +1106,7 @@ class BiAttention(nn.Module):
         need_weights: bool = False,
     ):
         check_context_and_question(x, question, token_mask, self.d_model)
+        check_bool("need_weights", need_weights)
         # Padded question tokens are zeroed first: their weight is 0, but
         # :math:`0 \cdot \text{NaN} = \text{NaN}`.
         x, question = (

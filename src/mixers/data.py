@@ -45,25 +45,28 @@ def load_corpus(
 
     ``path`` defaults to the copy shipped with the package. Pass
     ``sha256=None`` to read another text file without a checksum (your own
-    corpus); it must be UTF-8.
+    corpus); it must be UTF-8. A path that is missing, a directory or
+    unreadable is refused with a ``CorpusError`` saying so.
     """
     if sha256 is not None and not isinstance(sha256, str):
         raise TypeError(
             f"sha256 must be None or a hex digest str, got {sha256!r}"
         )
-    path = corpus_path() if path is None else Path(path)
-    if not path.is_file():
-        raise CorpusError(
-            f"corpus file not found: {path} (reinstall the package: pip"
-            " install -e .)"
-        )
-    raw = path.read_bytes()
+    packaged = path is None
+    path = corpus_path() if packaged else path
+    raw = _read_corpus(path, packaged)
+    path = Path(path)
     if sha256 is not None:
         digest = hashlib.sha256(raw).hexdigest()
         if digest != sha256:
+            own = (
+                ""
+                if packaged
+                else "; to read a text of your own, pass sha256=None"
+            )
             raise CorpusError(
                 f"corpus file {path} has sha256 {digest}, expected {sha256}: "
-                "the file is altered or truncated"
+                f"the file is altered or truncated{own}"
             )
     try:
         return raw.decode("utf-8")
@@ -71,6 +74,36 @@ def load_corpus(
         raise CorpusError(
             f"corpus file {path} is not UTF-8 text (byte {error.start}:"
             f" {error.reason}); re-encode it as UTF-8"
+        ) from None
+
+
+def _read_corpus(path, packaged: bool) -> bytes:
+    """The bytes of the corpus file ``path``; a ``CorpusError`` that says what
+    is wrong with that path: a missing packaged corpus needs the package
+    reinstalled, a path of the caller's needs that path mended."""
+    if not isinstance(path, (str, Path)):
+        raise TypeError(
+            f"path must be None (the packaged corpus), a str or a Path, got"
+            f" {path!r}"
+        )
+    path = Path(path)
+    if packaged and not path.is_file():
+        raise CorpusError(
+            f"corpus file not found: {path}, the copy shipped with the"
+            " package (reinstall the package: pip install -e .)"
+        )
+    if path.is_dir():
+        raise CorpusError(
+            f"corpus file {path} is a directory, not a text file: pass the"
+            " path of a file"
+        )
+    if not path.exists():
+        raise CorpusError(f"corpus file not found: {path} (no such file)")
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise CorpusError(
+            f"cannot read corpus file {path}: {error.strerror or error}"
         ) from None
 
 
@@ -199,6 +232,11 @@ def random_batch(
     """
     _check_window(data, seq_len)
     check_positive_int("batch_size", batch_size)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            "generator must be None or a torch.Generator (seeded for a"
+            f" reproducible order), got {generator!r}"
+        )
     starts = torch.randint(
         len(data) - seq_len, (batch_size,), generator=generator
     )

@@ -27,6 +27,7 @@ import html
 import io
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -284,15 +285,43 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         description="Write the fixtures views.js is tested against (JSON)."
     )
-    parser.add_argument("path", type=Path)
+    parser.add_argument("path", type=_fixtures_path)
     args = parser.parse_args(argv)
-    if not args.path.parent.is_dir():
+    # Checked by writing there first: os.access answers yes to root for
+    # /proc, where nothing can be written.
+    try:
+        probe = args.path.parent / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
         parser.error(
-            f"path: the folder {args.path.parent} does not exist (make it"
-            " first)"
+            f"path: cannot write in {args.path.parent}:"
+            f" {error.strerror or error}"
         )
-    args.path.write_text(json.dumps(fixtures()))
+    text = json.dumps(fixtures())
+    try:
+        args.path.write_text(text)
+    except OSError as error:
+        parser.error(f"path: cannot write {args.path}: {error.strerror}")
     print(f"wrote {args.path}")
+
+
+def _fixtures_path(text: str) -> Path:
+    """argparse type: a file to write in an existing folder (not "", which
+    is the current folder, nor a directory)."""
+    import argparse
+
+    path = Path(text)
+    if not text.strip() or path.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"must be a file to write, got {text!r}"
+            + (" (a directory)" if text.strip() else "")
+        )
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"the folder {path.parent} does not exist (make it first)"
+        )
+    return path
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ for a gated one (:func:`mixers.feed_forward.matched_hidden_size`), and gMLP's
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -44,23 +45,33 @@ from torch import nn
 
 from ._checks import (
     check_bool,
+    check_decoding_memory,
+    check_decoding_switches,
     check_dropout,
     check_even,
+    check_generator,
     check_int_in,
     check_non_negative_int,
     check_positive_float,
     check_positive_int,
+    check_prompt,
     check_scale,
     check_token_ids,
 )
 from .alibi import AlibiMultiHeadAttention
-from .attention import KVCache, MultiHeadAttention, StaticKVCache
-from .feed_forward import VARIANTS, feed_forward_variant
+from .attention import (
+    KVCache,
+    MultiHeadAttention,
+    StaticKVCache,
+    fused_attention,
+)
+from .feed_forward import VARIANTS, FeedForward, feed_forward_variant
 from .gmlp import GatedMLP
 from .positions import (
     POSITION_SCHEMES,
     RotaryMultiHeadAttention,
     build_positions,
+    rotate_pairs,
 )
 
 __all__ = [
@@ -394,9 +405,13 @@ class Block(nn.Module):
         return x
 
 
-def _sample(logits, temperature, top_k, generator) -> torch.Tensor:
-    r"""One token id per row ``[batch, 1]`` from logits ``[batch, vocab]``,
-    drawn from ``generator`` with
+# -----------------------------------------------------------------------------
+# Decoding a token a step: the draw, and one token through the blocks
+
+
+class _Sampler:
+    r"""Draws the next token of every row from logits ``[batch, vocab]``,
+    with
 
     .. math::
 
@@ -407,48 +422,216 @@ def _sample(logits, temperature, top_k, generator) -> torch.Tensor:
         \end{cases}
 
     :math:`\tau` the temperature and :math:`k` = ``top_k`` (every character
-    when None)."""
-    logits = logits.float()
-    if temperature != 1.0:  # one kernel fewer per token
-        logits = logits / temperature
-    if top_k is not None:
-        kth = torch.topk(logits, top_k).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+    when None).
 
-
-def _record(step, caches: list[StaticKVCache]):
-    """``step`` recorded as a CUDA graph: a function that replays it and
-    returns its logits (the same tensor every time, overwritten by each
-    replay).
-
-    Recording runs nothing, but the warm-up calls before it do (the first
-    compiles a compiled step): they write a key and value and advance every
-    cache, so the caches are put back as they were before the first replay.
+    One draw from :math:`p` is :math:`\arg\max_c p(c) / E_c` with
+    :math:`E_c \sim \operatorname{Exp}(1)` drawn from ``generator``: the
+    Gumbel-max trick, as torch's ``multinomial`` computes a single sample, so
+    the same numbers in the same order give the same tokens as
+    ``torch.multinomial(p, 1, generator=generator)``. What it leaves out are
+    ``multinomial``'s checks of :math:`p`, two reads back to the host every
+    token, which a CUDA graph cannot record. The check stays on the device:
+    ``total`` adds up each row's :math:`p(c_0)`, NaN from the first token
+    whose logits held a NaN (the softmax of such a row is NaN throughout),
+    and ``check`` reads it once.
     """
-    saved = [[t.clone() for t in _cache_tensors(c)] for c in caches]
+
+    def __init__(self, temperature, top_k, generator):
+        self.temperature, self.top_k = temperature, top_k
+        self.generator = generator
+        # made at the first draw: :math:`E`, then :math:`p / E`, one buffer
+        # reused every token; and the sum of :math:`p(c_0)`
+        self.noise = self.total = None
+
+    def __call__(self, logits: torch.Tensor, out: torch.Tensor):
+        """Writes each row's token id into ``out`` ``[batch, 1]``."""
+        if logits.dtype != torch.float32:
+            logits = logits.float()
+        if self.temperature != 1.0:  # one kernel fewer per token
+            logits = logits / self.temperature
+        if self.top_k is not None:  # greedy (k = 1): the largest, one kernel
+            kth = (
+                logits.amax(dim=-1, keepdim=True)
+                if self.top_k == 1
+                else torch.topk(logits, self.top_k).values[:, -1:]
+            )
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = F.softmax(logits, dim=-1)
+        if self.noise is None:
+            self.noise = torch.empty_like(probs)
+            self.total = probs.new_zeros(probs.shape[0], 1)
+        self.total.add_(probs[:, :1])
+        # :math:`\arg\max_c p(c) / E_c`, in place
+        self.noise.exponential_(generator=self.generator)
+        torch.div(probs, self.noise, out=self.noise)
+        torch.argmax(self.noise, dim=-1, keepdim=True, out=out)
+
+    def check(self, model: LanguageModel) -> None:
+        """A clear error if any logits so far held NaN (one host read)."""
+        if not bool(torch.isfinite(self.total).all()):
+            raise ValueError(_non_finite_logits(model))
+
+
+def _non_finite_logits(model: nn.Module) -> str:
+    for name, parameter in model.named_parameters():
+        if not bool(torch.isfinite(parameter).all()):
+            return (
+                f"generate: the model's parameter {name!r} holds NaN or inf,"
+                " so its logits are NaN and no character can be drawn: load"
+                " finite weights (a diverged run's are not)"
+            )
+    return (
+        "generate: the logits became NaN although every parameter is finite"
+        " (an activation overflowed: decode in float32 or bfloat16, not"
+        " float16)"
+    )
+
+
+def _linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, layer.weight, layer.bias)
+
+
+def _norm(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(
+        x, norm.normalized_shape, norm.weight, norm.bias, norm.eps
+    )
+
+
+def _attention_step(layer, x: torch.Tensor, cache) -> torch.Tensor:
+    r"""``layer(x, cache=cache)`` for one new token ``x`` ``[batch, 1,
+    d_model]``, after the prompt's pass through the layer checked the layer,
+    the cache and their use: the same arithmetic in fewer operations, and
+    nothing checked again (a step's shapes never change).
+
+    One position needs no transposes: the product :math:`x W_\text{in}`,
+    ``[batch, 3 d]``, *is* ``[batch, 3, heads, 1, d_head]`` in memory, and
+    its rows split into :math:`q, k, v` as views."""
+    if layer.in_proj is None:  # three projections: the layer's own call
+        return layer(x, cache=cache)
+    batch, heads, d_head = x.shape[0], layer.n_heads, layer.d_head
+    qkv = _linear(layer.in_proj, x).view(batch, 3, heads, 1, d_head)
+    step = _static_step if isinstance(cache, StaticKVCache) else _growing_step
+    out = step(layer, qkv, cache)
+    return _linear(layer.out_proj, out.reshape(batch, 1, layer.d_model))
+
+
+def _growing_step(layer, qkv: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """The token at ``cache.position`` reads every key the cache holds, its
+    own last: no mask, only ALiBi's row of bias. Rotary turns q and k in one
+    product (they sit side by side in ``qkv``)."""
+    if isinstance(layer, RotaryMultiHeadAttention):
+        q, k = _rotated(layer, qkv[:, :2], cache.position).unbind(1)
+        v = qkv[:, 2]
+    else:
+        q, k, v = qkv.unbind(1)
+    k, v = cache.extend(k, v)
+    bias = layer.attention_bias(1, k.shape[-2], q.device, q.dtype)
+    if layer.backend == "eager":
+        return layer._attend(q, k, v, None, bias, False)[0]
+    return fused_attention(
+        q,
+        k,
+        v,
+        None if bias is None else bias.unsqueeze(0),
+        scale=layer.scale,
+        cpu_bf16_in_float32=layer.cpu_bf16_sdpa_in_float32,
+    )
+
+
+def _rotated(layer, qk: torch.Tensor, position: int) -> torch.Tensor:
+    """q and k of one token, ``[batch, 2, heads, 1, d_head]``, turned to
+    ``position`` by the layer's own tables, in float32 at least: its
+    ``transform_qk``, for both at once."""
+    compute = qk.dtype if qk.dtype == torch.float64 else torch.float32
+    tables = layer._rotation(position, 1, qk.device, compute)
+    turned = rotate_pairs(
+        qk if qk.dtype == compute else qk.to(compute), *tables
+    )
+    return turned if turned.dtype == qk.dtype else turned.to(qk.dtype)
+
+
+def _static_step(layer, qkv: torch.Tensor, cache) -> torch.Tensor:
+    """A ``StaticKVCache``: the token at its position (a tensor), written in
+    place; the cache's mask says which slots it reads (``forward``'s own
+    steps)."""
+    q, k, v = qkv.unbind(1)
+    positions = cache.next_positions(1, q.device)
+    q, k = layer.transform_qk(q, k, positions, positions)
+    k, v, attend = cache.write(k, v, positions)
+    bias = layer.position_bias(positions, cache.key_positions, q.dtype)
+    return layer._attend(q, k, v, attend, bias, False, True)[0]
+
+
+def _channel_step(mixer, x: torch.Tensor) -> torch.Tensor:
+    """``mixer(x)`` for one token: a ``FeedForward``'s arithmetic without its
+    input check and its dropout (the model decodes in eval mode); any other
+    channel mixer as it is."""
+    if not isinstance(mixer, FeedForward):
+        return mixer(x)
+    if mixer.fused:
+        gate, linear_branch = _linear(mixer.gate_up_proj, x).chunk(2, dim=-1)
+        hidden = mixer.activation(gate) * linear_branch
+    elif mixer.gated:
+        gate = mixer.activation(_linear(mixer.gate_proj, x))
+        hidden = gate * _linear(mixer.up_proj, x)
+    else:
+        hidden = mixer.activation(_linear(mixer.up_proj, x))
+    return _linear(mixer.down_proj, hidden)
+
+
+#: Calls of the step before a CUDA graph records it (the first compiles a
+#: compiled step).
+WARM_UPS = 2
+
+
+def _record(step, state: list[torch.Tensor], generator):
+    """``step`` recorded as a CUDA graph: returns the function that replays
+    it.
+
+    Recording runs nothing, but the warm-up calls before it do: they advance
+    every cache, write tokens, and draw from the generator. So ``state`` (the
+    tensors a step writes) and the generator's state are put back as they
+    were, and the first replay draws what an unrecorded step would draw."""
+    saved = [tensor.clone() for tensor in state]
+    rng = (
+        generator.get_state()
+        if generator is not None
+        else torch.cuda.get_rng_state()
+    )
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(stream)
-    for cache, state in zip(caches, saved):
-        for now, before in zip(_cache_tensors(cache), state):
+    try:
+        with torch.cuda.stream(stream):
+            for _ in range(WARM_UPS):
+                step()
+    finally:  # also after a failed warm-up: an unrecorded step goes on
+        torch.cuda.current_stream().wait_stream(stream)
+        for now, before in zip(state, saved):
             now.copy_(before)
+        if generator is not None:
+            generator.set_state(rng)
+        else:
+            torch.cuda.set_rng_state(rng)
+    return _capture(step, generator)
+
+
+def _capture(step, generator):
+    """The CUDA graph of one call of ``step``, and its replay. A generator of
+    the caller's own is registered with the graph, which then advances it at
+    every replay as the unrecorded draws would (torch's default generator is
+    registered anyway)."""
     graph = torch.cuda.CUDAGraph()
+    # (a torch without it fails the capture in its own words instead)
+    if generator is not None and hasattr(graph, "register_generator_state"):
+        graph.register_generator_state(generator)
     with torch.cuda.graph(graph):
-        logits = step()
-
-    def replay() -> torch.Tensor:
-        graph.replay()
-        return logits
-
-    return replay
+        step()
+    return graph.replay
 
 
-def _cache_tensors(cache: StaticKVCache) -> list[torch.Tensor]:
-    return [cache.k, cache.v, cache.key_positions, cache.position]
+def _recordable(token: torch.Tensor) -> bool:
+    """Whether a decoding step on ``token``'s device can be recorded (CUDA)."""
+    return token.device.type == "cuda"
 
 
 class LanguageModel(nn.Module):
@@ -595,64 +778,55 @@ class LanguageModel(nn.Module):
         compile: bool = False,
     ) -> torch.Tensor:
         r"""Extend ``idx`` ``[batch, seq]`` by ``max_new_tokens`` sampled
-        tokens.
+        tokens, the model in eval mode for the call (dropout off; each
+        module's mode is put back after).
 
         Models that can (``decodes_with_cache``: ALiBi, rotary, attention
         without embedded positions) decode through a key/value cache in every
         block: each new token is one query against the keys kept so far, and
         they read *past the training length*, every token so far by default,
         or the last ``max_context`` in every layer (sliding-window attention).
-        On a GPU (``graph`` None or True) the cache is a ``StaticKVCache`` and
-        every token after the first is the same step on the same memory
-        (``_decoding_step``), recorded once as a CUDA graph and replayed: one
-        launch per token instead of hundreds; ``compile=True`` compiles that
-        step first (``torch.compile``: fewer, fused kernels). On a CPU it is a
-        ``KVCache`` that grows (``graph=True`` runs the GPU's code there
-        instead, without recording). The others read the last ``block_size``
+        After the prompt's pass, every token is one call of the same step
+        (``_decoding_step``): the token through the blocks, its draw, and its
+        write into the output, all on the device. On a GPU (``graph`` None or
+        True) the cache is a ``StaticKVCache`` and the step always reads and
+        writes the same memory, so it is recorded once as a CUDA graph and
+        replayed: one launch per token instead of hundreds; ``compile=True``
+        compiles the model's part of it first (``torch.compile``: fewer, fused
+        kernels). On a CPU the cache is a ``KVCache`` that grows, and the step
+        runs as it is (``graph=True`` runs the GPU's static cache there,
+        without recording). The other models read the last ``block_size``
         tokens (or ``max_context``, if smaller), the window recomputed for
-        every token.
+        every token; ``graph=True`` and ``compile=True`` are refused there.
 
         ``temperature`` :math:`\tau` (a positive finite float) divides the
         logits; ``top_k`` (None, or an int in [1, vocab_size]) keeps only the
-        :math:`k` most likely characters (``_sample``). ``max_new_tokens`` is
-        an int >= 0. Sampling draws from ``generator`` as before: the same
-        seed writes the same tokens.
+        :math:`k` most likely characters (``_Sampler``). ``max_new_tokens`` is
+        an int >= 0. Tokens are drawn from ``generator`` (a
+        ``torch.Generator`` on ``idx``'s device, or None for torch's default)
+        exactly as ``torch.multinomial`` draws them: the same seed writes the
+        same tokens.
 
         Attention's cost per token: with a cache, the new query reads the
         :math:`t` keys so far, :math:`O(t\,d)` a layer; recomputed, a window
         of :math:`T` tokens is :math:`O(T^2 d)` a layer again.
         """
-        self._check_sampling(
-            idx, max_new_tokens, temperature, top_k, max_context, graph
-        )
-        check_bool("compile", compile)
-
-        def sample(logits: torch.Tensor) -> torch.Tensor:
-            return _sample(logits, temperature, top_k, generator)
-
-        if self.decodes_with_cache():
-            if graph or (graph is None and idx.device.type == "cuda"):
-                return self._generate_static(
-                    idx, max_new_tokens, sample, max_context, graph, compile
-                )
-            return self._generate_growing(
-                idx, max_new_tokens, sample, max_context
+        self._check_sampling(idx, temperature, top_k, generator)
+        self._check_decoding(idx, max_new_tokens, max_context, graph, compile)
+        modes = [module.training for module in self.modules()]
+        self.eval()
+        try:
+            sample = _Sampler(temperature, top_k, generator)
+            return self._generate(
+                idx, max_new_tokens, sample, max_context, graph, compile
             )
-        window = (
-            self.config.block_size
-            if max_context is None
-            else min(max_context, self.config.block_size)
-        )
-        for _ in range(max_new_tokens):
-            next_id = sample(self._next_logits(idx[:, -window:], None))
-            idx = torch.cat([idx, next_id], dim=1)
-        return idx
+        finally:
+            for module, training in zip(self.modules(), modes):
+                module.training = training
 
-    def _check_sampling(
-        self, idx, max_new_tokens, temperature, top_k, max_context, graph
-    ) -> None:
+    def _check_sampling(self, idx, temperature, top_k, generator) -> None:
         check_token_ids(idx, "idx", self.config.vocab_size)
-        check_non_negative_int("max_new_tokens", max_new_tokens)
+        check_prompt(idx, self.head.weight.device)
         if check_positive_float("temperature", temperature) < MIN_TEMPERATURE:
             raise ValueError(
                 f"temperature must be at least {MIN_TEMPERATURE:g}, got"
@@ -661,76 +835,155 @@ class LanguageModel(nn.Module):
             )
         if top_k is not None:
             check_int_in("top_k", top_k, 1, self.config.vocab_size)
+        check_generator(generator, idx.device)
+
+    def _check_decoding(
+        self, idx, max_new_tokens, max_context, graph, compile
+    ):
+        check_non_negative_int("max_new_tokens", max_new_tokens)
         if max_context is not None:
             check_positive_int("max_context", max_context)
         if graph is not None:
             check_bool("graph", graph)
+        check_bool("compile", compile)
+        static = self._decodes_static(idx, graph)
+        check_decoding_switches(
+            graph, compile, self.decodes_with_cache(), static, idx.device
+        )
+        # the output, and the static caches' keys and values
+        ring = self._ring(idx, max_new_tokens, max_context) if static else 0
+        cache_bytes = 2 * self.config.n_layers * self.config.d_model * ring
+        cache_bytes *= idx.shape[0] * self.head.weight.element_size()
+        check_decoding_memory(idx, max_new_tokens, cache_bytes)
 
-    def _generate_growing(self, idx, max_new_tokens, sample, max_context):
-        """``generate`` through a ``KVCache`` per block, grown by one key and
-        value per token: on a CPU, the fewest operations per token."""
-        caches = [KVCache(max_context) for _ in self.blocks]
-        step = idx if max_context is None else idx[:, -max_context:]
-        for _ in range(max_new_tokens):
-            next_id = sample(self._next_logits(step, caches))
-            idx = torch.cat([idx, next_id], dim=1)
-            step = next_id
-        return idx
+    def _decodes_static(self, idx, graph) -> bool:
+        """Whether ``generate`` decodes through ``StaticKVCache`` (a GPU's
+        default, or ``graph=True``)."""
+        return self.decodes_with_cache() and (
+            bool(graph) or (graph is None and idx.device.type == "cuda")
+        )
 
-    def _generate_static(
+    @staticmethod
+    def _ring(idx, max_new_tokens: int, max_context: int | None) -> int:
+        r"""Slots of each ``StaticKVCache``: every token, :math:`16 \lceil (T
+        + n) / 16 \rceil` for a prompt of :math:`T` and :math:`n` new tokens
+        (the alignment torch's fused GPU kernels want of a mask), or exactly
+        the window, :math:`\min(T + n, \text{max\_context})`."""
+        length = idx.shape[1] + max_new_tokens
+        if max_context is not None:
+            return min(length, max_context)
+        return -(-length // 16) * 16
+
+    def _generate(
         self, idx, max_new_tokens, sample, max_context, graph, compile
-    ) -> torch.Tensor:
-        r"""``generate`` through a ``StaticKVCache`` per block: the prompt at
-        once, then one ``_decoding_step`` per token, every token written into
-        one preallocated output.
-
-        The ring holds every token, :math:`16 \lceil (T + n) / 16 \rceil`
-        slots for a prompt of :math:`T` and :math:`n` new tokens (the
-        alignment torch's fused GPU kernels want of a mask), or exactly the
-        window, :math:`\min(T + n, \text{max\_context})`."""
-        prompt = idx if max_context is None else idx[:, -max_context:]
+    ):
+        """The prompt's pass and the first token (the logits read once, to
+        stop early on NaN), then ``max_new_tokens - 1`` steps, every token
+        written into one preallocated output."""
         if max_new_tokens == 0:
             return idx
-        capacity = -(-(prompt.shape[1] + max_new_tokens) // 16) * 16
-        if max_context is not None:
-            capacity = min(prompt.shape[1] + max_new_tokens, max_context)
-        caches = [StaticKVCache(capacity) for _ in self.blocks]
-        start = idx.shape[1]
-        out = idx.new_empty(idx.shape[0], start + max_new_tokens)
+        batch, start = idx.shape
+        cached = self.decodes_with_cache()
+        window = (
+            max_context
+            if cached
+            else min(
+                max_context or self.config.block_size, self.config.block_size
+            )
+        )
+        caches = None
+        if cached and self._decodes_static(idx, graph):
+            ring = self._ring(idx, max_new_tokens, max_context)
+            caches = [StaticKVCache(ring) for _ in self.blocks]
+        elif cached:
+            caches = [KVCache(max_context) for _ in self.blocks]
+        out = idx.new_empty(batch, start + max_new_tokens)
         out[:, :start] = idx
-        token = sample(self._next_logits(prompt, caches))
+        token = out.new_empty(batch, 1)
+        prompt = idx if window is None else idx[:, -window:]
+        sample(self._next_logits(prompt, caches), out=token)
+        sample.check(self)
         out[:, start] = token[:, 0]
-        if max_new_tokens == 1:
-            return out
-        step = self._decoding_step(token, caches, graph, compile)
-        for i in range(start + 1, start + max_new_tokens):
-            token.copy_(sample(step()))
-            out[:, i] = token[:, 0]
+        if caches is None:  # the window, recomputed for every token
+            for i in range(start + 1, start + max_new_tokens):
+                sample(
+                    self._next_logits(out[:, max(0, i - window) : i], None),
+                    out=token,
+                )
+                out[:, i] = token[:, 0]
+        else:
+            steps = self._decoding_step(
+                token, caches, sample, out, graph, compile, max_new_tokens - 1
+            )
+            for _ in range(max_new_tokens - 1):
+                steps()
+        sample.check(self)
         return out
 
-    def _decoding_step(self, token, caches, graph, compile):
-        """A function of no arguments: the logits after ``token`` (``[batch,
-        1]``, read where it lies; the caller writes each new token into it),
-        its key and value written into ``caches``. Nothing in it reads a
-        number back to the host or changes shape from token to token, so on
-        a GPU it is recorded once as a CUDA graph (``_record``) and each call
-        replays it. On a CPU, or with ``graph=False``, it runs as it is: the
-        same code, which the tests check on a CPU."""
-        next_logits = self._next_logits
+    def _step_logits(self, token, caches) -> torch.Tensor:
+        """``_next_logits(token, caches)`` for one token ``[batch, 1]``
+        through caches that the prompt's pass checked: every block's
+        arithmetic in its fewest operations (``_attention_step``,
+        ``_channel_step``), nothing checked again."""
+        x = F.embedding(token, self.token_embedding.weight)
+        for block, cache in zip(self.blocks, caches):
+            mixed = _attention_step(
+                block.token_mixer, _norm(block.norm_1, x), cache
+            )
+            x = x + mixed
+            if block.channel_mixer is not None:
+                x = x + _channel_step(
+                    block.channel_mixer, _norm(block.norm_2, x)
+                )
+        x = _norm(self.final_norm, x).view(x.shape[0], -1)
+        return F.linear(x, self.head.weight, self.head.bias)
+
+    def _decoding_step(
+        self, token, caches, sample, out, graph, compile, steps: int
+    ):
+        """A function of no arguments that decodes one token: the logits
+        after ``token`` (``[batch, 1]``, read where it lies), its key and
+        value written into ``caches``, the next token drawn into ``token``
+        and written into ``out`` at ``column`` (a counter on the device). It
+        reads no number back to the host, and on a ``StaticKVCache`` it
+        changes no shape from token to token: so on a GPU it is recorded once
+        as a CUDA graph (``_record``) and each call replays it. On a CPU it
+        runs as it is, the same code, which the tests check there.
+
+        A graph is recorded on a GPU, of static caches (never with
+        ``graph=False``), for more than ``WARM_UPS`` steps; ``graph=None``
+        on a GPU that cannot record the step warns and decodes unrecorded
+        (``graph=True`` raises)."""
+        logits = self._step_logits
         if compile:
-            next_logits = torch.compile(next_logits, dynamic=False)
+            logits = torch.compile(logits, dynamic=False)
+        column = torch.tensor([out.shape[1] - steps], device=out.device)
 
-        def step() -> torch.Tensor:
-            return next_logits(token, caches)
+        def step() -> None:
+            sample(logits(token, caches), out=token)
+            out.index_copy_(1, column, token)
+            column.add_(1)
 
-        if graph is False or token.device.type != "cuda":
+        static = all(isinstance(c, StaticKVCache) for c in caches)
+        if graph is False or not static or steps <= WARM_UPS:
+            return step  # nothing to record, or not worth it
+        if not _recordable(token):  # no CUDA
             return step
+        state = [token, column, sample.total]
+        state += [t for c in caches for t in _cache_tensors(c)]
         try:
-            return _record(step, caches)
-        except RuntimeError:
+            return _record(step, state, sample.generator)
+        except RuntimeError as error:
             if graph:  # asked for: say why it could not be
                 raise
-            # Left to choose (graph=None), a GPU that cannot record the step
-            # still decodes: unrecorded, as on a CPU. Recording ran nothing,
-            # and _record put the caches back before it.
+            warnings.warn(
+                f"generate: the decoding step could not be recorded as a"
+                f" CUDA graph ({error}); decoding unrecorded, one launch per"
+                " kernel",
+                stacklevel=3,
+            )
             return step
+
+
+def _cache_tensors(cache: StaticKVCache) -> list[torch.Tensor]:
+    return [cache.k, cache.v, cache.key_positions, cache.position]

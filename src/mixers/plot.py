@@ -10,6 +10,7 @@ import math
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 from matplotlib.ticker import MaxNLocator
 
@@ -123,39 +124,62 @@ def smallest_text_points(figure) -> float | None:
 
 def use_book_style() -> None:
     """The book's figures from here on: text of ``TEXT_POINTS``, and, in a
-    notebook, every figure's PNG output (retina, as the chapters ask) recording
-    its smallest text in the picture's pixels (``SMALLEST_TEXT_KEY``), which
-    the browser test turns into the size a phone shows it at; the PNG has a
-    palette (:func:`palette_png`), which keeps notebooks and pages light."""
+    notebook, every figure's PNG output made by :func:`figure_png`, which
+    records the figure's smallest text and its audit in the output's
+    metadata."""
     plt.rcParams.update(BOOK_STYLE)
     try:
         from IPython import get_ipython
-        from IPython.core.pylabtools import retina_figure
-        from matplotlib_inline.config import InlineBackend
     except ImportError:
         return
     shell = get_ipython()
     if shell is None:
         return
+    from matplotlib.figure import Figure
 
     def png(figure):
         if not figure.axes and not figure.texts:
             return None
-        # The inline backend's own options (bbox_inches="tight"), as it would.
-        options = InlineBackend.instance().print_figure_kwargs
-        data, metadata = retina_figure(figure, base64=False, **options)
-        data = palette_png(data)
-        points = smallest_text_points(figure)
-        if points is not None:
-            # retina: twice the figure's pixels per inch
-            metadata[SMALLEST_TEXT_KEY] = round(
-                points / 72 * figure.dpi * 2, 2
-            )
-        return data, metadata
-
-    from matplotlib.figure import Figure
+        return figure_png(figure)
 
     shell.display_formatter.formatters["image/png"].for_type(Figure, png)
+
+
+def figure_png(figure) -> tuple[bytes, dict]:
+    """A chapter figure as its notebook output: PNG bytes (retina, with the
+    inline backend's own options, ``bbox_inches="tight"``, as it would
+    draw them; with a palette, :func:`palette_png`, which keeps notebooks
+    and pages light) and their metadata, which records the height of the
+    smallest text in the picture's pixels (``SMALLEST_TEXT_KEY``; the
+    browser test turns it into the size a phone shows), what
+    :func:`audit_figure` found in the very draw that made the picture
+    (``AUDIT_KEY``) and the size of its heat maps (``PANEL_KEY``)."""
+    from IPython.core.pylabtools import retina_figure
+    from matplotlib_inline.config import InlineBackend
+
+    found = []
+
+    def audit(event):
+        # The last draw is the picture's: the tight bounding box is found by
+        # an earlier one, and the layout may move things in between.
+        found[:] = [audit_figure(figure, event.renderer)]
+        found.append(heat_map_panels(figure))
+
+    options = InlineBackend.instance().print_figure_kwargs
+    listening = figure.canvas.mpl_connect("draw_event", audit)
+    try:
+        data, metadata = retina_figure(figure, base64=False, **options)
+    finally:
+        figure.canvas.mpl_disconnect(listening)
+    data = palette_png(data)
+    points = smallest_text_points(figure)
+    if points is not None:
+        # retina: twice the figure's pixels per inch
+        metadata[SMALLEST_TEXT_KEY] = round(points / 72 * figure.dpi * 2, 2)
+    metadata[AUDIT_KEY], panels = found or (["the figure was not drawn"], [])
+    if panels:
+        metadata[PANEL_KEY] = panels
+    return data, metadata
 
 
 def palette_png(png: bytes, colours: int = 256) -> bytes:
@@ -173,6 +197,377 @@ def palette_png(png: bytes, colours: int = 256) -> bytes:
     out = io.BytesIO()
     palette.save(out, format="png", optimize=True)
     return out.getvalue()
+
+
+# -----------------------------------------------------------------------------
+# The audit every chapter figure records about itself (issue 40): nothing cut
+# by the picture's edge, no text on text, no legend on the data or on text,
+# one tick format an axis, and the size of its heat maps. It measures the
+# figure in the draw that makes its picture, from the artists' own boxes, in
+# a few milliseconds.
+
+#: The key under which a chapter's figure records what :func:`audit_figure`
+#: found: a list of problems, empty when it found none.
+AUDIT_KEY = "mixers/figure_audit"
+#: The key of the sizes of the figure's heat maps, ``[side, cell]`` each in
+#: the picture's pixels (:func:`heat_map_panels`; absent when it has none).
+PANEL_KEY = "mixers/heat_maps_px"
+
+
+def audit_figure(figure, renderer) -> list[str]:
+    """What is wrong with ``figure`` as ``renderer`` has just drawn it:
+    text cut by the edge of the picture (``figure.bbox`` while it draws),
+    text on other text, a legend on plotted data (lines, markers, error
+    bars, bars, images) or on text, an axis whose tick labels mix formats
+    (``3×10²`` beside ``1000``), a heat map whose cells are smaller than
+    the numbers written in them, a panel whose data fills less than half
+    its width or height. Each problem is one sentence naming the text or the
+    panel; none is an empty list."""
+    # Text's own box: an annotation's would also hold its arrow.
+    texts = [
+        (text, plt.Text.get_window_extent(text, renderer))
+        for text in _drawn(figure)
+        if isinstance(text, plt.Text) and text.get_text().strip()
+    ]
+    texts = [(text, box) for text, box in texts if box.width and box.height]
+    return [
+        *_cut_texts(figure.bbox, texts),
+        *_texts_on_texts(texts),
+        *_legends_on_things(figure, renderer, texts),
+        *_mixed_tick_formats(figure),
+        *_cells_too_small(figure, renderer),
+        *_empty_panels(figure),
+    ]
+
+
+def _drawn(artist):
+    """Every visible artist under ``artist``, with an axis's ticks only
+    where they are drawn (its list also keeps ticks outside the view)."""
+    from matplotlib.axis import Axis
+
+    children = (
+        [artist.label, artist.offsetText, *_drawn_ticks(artist)]
+        if isinstance(artist, Axis)
+        else artist.get_children()
+    )
+    for child in children:
+        if child.get_visible():
+            yield child
+            yield from _drawn(child)
+
+
+def _drawn_ticks(axis):
+    """The ticks ``axis`` draws: the first of its tick lists that its
+    locators fill, at a place inside the view (as matplotlib's own
+    ``Axis._update_ticks`` picks them)."""
+    scale = axis.get_transform()
+    low, high = sorted(scale.transform(list(axis.get_view_interval())))
+    margin = 1e-9 * max(abs(high - low), 1e-300)
+    for ticks, places in (
+        (axis.majorTicks, axis.get_majorticklocs()),
+        (axis.minorTicks, axis.get_minorticklocs()),
+    ):
+        for tick, place in zip(ticks, places):
+            where = scale.transform([place])[0]
+            if low - margin <= where <= high + margin:
+                yield tick
+
+
+def _readable(text) -> str:
+    """A text as a reader sees it: ``$\\mathdefault{3\\times10^{2}}$`` is
+    ``3×10^2``; at most 40 characters."""
+    shown = text.get_text() if isinstance(text, plt.Text) else text
+    for code, plain in (
+        ("$", ""),
+        ("\\mathdefault", ""),
+        ("\\times", "×"),
+        ("\\cdot", "·"),
+        ("\\minus", "−"),
+        ("{", ""),
+        ("}", ""),
+    ):
+        shown = shown.replace(code, plain)
+    shown = " ".join(shown.split())
+    return shown if len(shown) <= 40 else shown[:39] + "…"
+
+
+def _overlap(a, b, least: float = 1.0) -> bool:
+    """Whether boxes ``a`` and ``b`` share more than ``least`` pixels each
+    way."""
+    wide = min(a.x1, b.x1) - max(a.x0, b.x0)
+    tall = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return wide > least and tall > least
+
+
+def _ink(box):
+    """A text's box without the blank margin of its line (the font's
+    ascent and descent above and below the glyphs): a fifth of its smaller
+    side on every edge, so that two labels whose boxes merely touch at a
+    corner do not count as drawn on each other."""
+    margin = 0.2 * min(box.width, box.height)
+    return box.padded(-margin)
+
+
+def _cut_texts(canvas, texts) -> list[str]:
+    """Texts that run past an edge of the picture (by more than a pixel)."""
+    found = []
+    for text, box in texts:
+        edges = [
+            side
+            for side, outside in (
+                ("left", box.x0 < canvas.x0 - 1),
+                ("right", box.x1 > canvas.x1 + 1),
+                ("bottom", box.y0 < canvas.y0 - 1),
+                ("top", box.y1 > canvas.y1 + 1),
+            )
+            if outside
+        ]
+        if edges:
+            where = " and ".join(edges)
+            found.append(
+                f"text {_readable(text)!r} is cut at the {where} edge of the"
+                " picture"
+            )
+    return found
+
+
+def _texts_on_texts(texts, most: int = 5) -> list[str]:
+    """Pairs of texts drawn on each other (the first ``most``, and how many
+    more)."""
+    ordered = sorted(texts, key=lambda item: item[1].x0)
+    pairs = []
+    for i, (text, box) in enumerate(ordered):
+        for other, other_box in ordered[i + 1 :]:
+            if other_box.x0 >= box.x1:
+                break
+            if _overlap(_ink(box), _ink(other_box)):
+                pairs.append((text, other))
+    found = [
+        f"text {_readable(a)!r} overlaps text {_readable(b)!r}"
+        for a, b in pairs[:most]
+    ]
+    if len(pairs) > most:
+        found.append(f"and {len(pairs) - most} more pairs of texts overlap")
+    return found
+
+
+def _panel_name(figure, ax) -> str:
+    """A panel as a reader finds it: by its title, else by its place."""
+    title = ax.get_title() or ax.get_title("left") or ax.get_title("right")
+    if title:
+        return f"panel {_readable(title)!r}"
+    if ax in figure.axes:
+        return f"panel {figure.axes.index(ax) + 1} of {len(figure.axes)}"
+    return "a secondary axis"
+
+
+def _legends_on_things(figure, renderer, texts) -> list[str]:
+    """Legends that cover plotted data or a text outside the legend."""
+    legends = [ax.get_legend() for ax in figure.axes] + list(figure.legends)
+    found = []
+    for legend in legends:
+        if legend is None or not legend.get_visible():
+            continue
+        box = legend.get_window_extent(renderer)
+        own = set(_drawn(legend))
+        for text, text_box in texts:
+            if text not in own and _overlap(box, _ink(text_box)):
+                found.append(f"a legend covers the text {_readable(text)!r}")
+        for ax in figure.axes:
+            what = _data_under(ax, box, renderer)
+            if what:
+                found.append(
+                    f"a legend covers {what} in {_panel_name(figure, ax)}"
+                )
+    return found
+
+
+def _data_under(ax, box, renderer) -> str | None:
+    """What plotted data of ``ax`` lies under ``box`` (a legend's), within
+    the panel (data is clipped to it): a line, markers, error bars, bars or
+    an image; None if nothing."""
+    from matplotlib.collections import LineCollection, PathCollection
+    from matplotlib.transforms import Bbox
+
+    region = Bbox.intersection(box, ax.bbox)
+    if region is None or not ax.get_visible():
+        return None
+    for line in ax.lines:
+        if line.get_visible() and _line_under(line, region):
+            return f"the line {line.get_label()!r}"
+    for collection in ax.collections:
+        if not collection.get_visible():
+            continue
+        if isinstance(collection, PathCollection):
+            points = collection.get_offset_transform().transform(
+                collection.get_offsets()
+            )
+            if any(region.contains(x, y) for x, y in points):
+                return "markers"
+        if isinstance(collection, LineCollection) and any(
+            path.intersects_bbox(region, filled=False)
+            for path in _display_paths(collection)
+        ):
+            return "error bars or lines"
+    for image in ax.images:
+        if _overlap(region, image.get_window_extent(renderer)):
+            return "the image"
+    for container in ax.containers:
+        for patch in getattr(container, "patches", []):
+            if patch and _overlap(region, patch.get_window_extent(renderer)):
+                return "a bar"
+    return None
+
+
+def _display_paths(collection):
+    """A collection's paths in the picture's pixels."""
+    transform = collection.get_transform()
+    return [transform.transform_path(path) for path in collection.get_paths()]
+
+
+def _line_under(line, region) -> bool:
+    """Whether a ``Line2D``'s drawn segments or markers enter ``region``
+    (markers count with their size)."""
+    points = line.get_transform().transform(line.get_xydata())
+    points = points[np.isfinite(points).all(axis=1)]
+    if not len(points):
+        return False
+    if line.get_marker() not in (None, "None", "none", "", " "):
+        pad = line.get_markersize() / 72 * line.figure.dpi / 2
+        padded = region.expanded(1, 1).padded(pad)
+        if any(padded.contains(x, y) for x, y in points):
+            return True
+    if line.get_linestyle() in ("None", "none", "", " "):
+        return False
+    path = line.get_transform().transform_path(line.get_path())
+    return path.intersects_bbox(region, filled=False)
+
+
+def _tick_format(label: str) -> str | None:
+    """The format of a tick label: "scientific" (``3×10^2``, ``1e+03``),
+    "plain" (``1000``, ``0.25``, ``−3``, ``40%``), or None (words, which
+    are not numbers to compare)."""
+    import re
+
+    if re.search(r"×\s*10|^10\^|\de[+−-]?\d", label):
+        return "scientific"
+    if re.fullmatch(r"[−+-]?(\d+([.,]\d+)*|\.\d+)%?", label):
+        return "plain"
+    return None
+
+
+def _mixed_tick_formats(figure) -> list[str]:
+    """Axes whose drawn tick labels mix scientific and plain numbers."""
+    panels = list(figure.axes)
+    panels += [child for ax in figure.axes for child in ax.child_axes]
+    found = []
+    for ax in panels:
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            if not (ax.get_visible() and axis.get_visible()):
+                continue
+            formats = {}
+            for tick in _drawn_ticks(axis):
+                for label in (tick.label1, tick.label2):
+                    shown = _readable(label)
+                    kind = _tick_format(shown) if label.get_visible() else None
+                    if kind and shown:
+                        formats.setdefault(kind, shown)
+            if len(formats) > 1:
+                examples = ", ".join(repr(x) for x in formats.values())
+                found.append(
+                    f"the {name} axis of {_panel_name(figure, ax)} mixes tick"
+                    f" formats: {examples}"
+                )
+    return found
+
+
+def _cell_size(ax):
+    """The width and height of one cell of the panel's (first) image, in
+    the picture's pixels."""
+    rows, columns = ax.images[0].get_array().shape[:2]
+    return ax.bbox.width / columns, ax.bbox.height / rows
+
+
+def _cells_too_small(figure, renderer) -> list[str]:
+    """Heat maps whose cells are smaller than the text written in them: the
+    numbers of neighbouring cells then run into each other."""
+    found = []
+    for ax in figure.axes:
+        if not (ax.get_visible() and ax.images):
+            continue
+        width, height = _cell_size(ax)
+        written = [
+            plt.Text.get_window_extent(text, renderer)
+            for text in ax.texts
+            if text.get_visible() and text.get_text().strip()
+        ]
+        tall = max((box.height for box in written), default=0)
+        wide = max((box.width for box in written), default=0)
+        if tall > height + 1 or wide > width + 1:
+            found.append(
+                f"the numbers in the cells of {_panel_name(figure, ax)} need"
+                f" {wide:.0f} × {tall:.0f} px, its cells are"
+                f" {width:.0f} × {height:.0f}"
+            )
+    return found
+
+
+def _data_fractions(ax):
+    """The points of the panel's plotted lines (not level lines drawn
+    across it), as fractions of its width and height: ``[n, 2]``."""
+    points = [
+        line.get_transform().transform(line.get_xydata())
+        for line in ax.lines
+        if line.get_visible() and line.get_transform() is ax.transData
+    ]
+    points = [p[np.isfinite(p).all(axis=1)] for p in points]
+    points = [p for p in points if len(p)]
+    if not points or ax.images or not ax.get_visible():
+        return None
+    return ax.transAxes.inverted().transform(np.concatenate(points))
+
+
+def _empty_panels(figure, least: float = 0.5) -> list[str]:
+    """Panels whose plotted data spans less than ``least`` of their width
+    or height: the rest of the panel is empty. Panels that share an axis
+    share its range, so it is their data together that must fill it (a
+    short run beside a long one on a shared scale is no empty panel)."""
+    data = {ax: _data_fractions(ax) for ax in figure.axes}
+    data = {ax: points for ax, points in data.items() if points is not None}
+    found = []
+    for ax, points in data.items():
+        shares = (ax.get_shared_x_axes(), ax.get_shared_y_axes())
+        for axis, (side, shared) in enumerate(
+            zip(("width", "height"), shares)
+        ):
+            together = np.concatenate(
+                [
+                    data[s][:, axis]
+                    for s in shared.get_siblings(ax)
+                    if s in data
+                ]
+            )
+            share = np.ptp(together.clip(0, 1))
+            # a constant (a level line, one point) is no empty panel
+            if share < least and np.ptp(points[:, axis]) > 0:
+                found.append(
+                    f"the data fills {share:.0%} of the {side} of"
+                    f" {_panel_name(figure, ax)}"
+                )
+    return found
+
+
+def heat_map_panels(figure) -> list[list[float]]:
+    """``[side, cell]`` of each panel of ``figure`` that shows an image (a
+    heat map), in the picture's pixels as last drawn: the panel's smaller
+    side, and the smaller side of one of its image's cells."""
+    panels = []
+    for ax in figure.axes:
+        if not (ax.get_visible() and ax.images):
+            continue
+        side = min(ax.bbox.width, ax.bbox.height)
+        panels.append([round(side, 1), round(min(_cell_size(ax)), 1)])
+    return panels
 
 
 def panel_grid(
@@ -974,6 +1369,10 @@ def benchmark_curves(
             _benchmark_line(ax, points, metric, label=name, **style(i))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    # The lengths measured, end to end: an "n/a" entry's empty errorbar would
+    # otherwise widen an axis shared with another panel.
+    lengths = [row["length"] for row in results]
+    ax.set_xlim(min(lengths) / 1.2, max(lengths) * 1.2)
     ax.set_xlabel("sequence length L")
     ax.set_ylabel(
         "median time (ms)" if metric == "time" else "peak memory (MiB)"

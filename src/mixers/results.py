@@ -18,6 +18,7 @@ not with a bare JSON error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -264,6 +265,38 @@ def without_timings(results):
     return results
 
 
+class ResultsNotWritten(OSError):
+    """A results file that cannot be written where it was asked for: a
+    directory in its place, a folder that is a file, a full disk, no
+    permission. Whatever file was there before is left whole."""
+
+
+def check_results_file(path: str | Path) -> Path:
+    """``path`` as a place a results file can be written: nothing there yet,
+    or a file. A directory (or anything else) in its place would be found
+    only when the file is written, after the work; so a run checks first."""
+    path = Path(path)
+    if path.is_dir() or (path.exists() and not path.is_file()):
+        what = "a directory" if path.is_dir() else "not a regular file"
+        raise ResultsNotWritten(
+            f"cannot write {path}: it is {what}; move it away, or write the"
+            " results elsewhere (--out)"
+        )
+    return path
+
+
+def _write_error(path: Path, error: OSError) -> ResultsNotWritten:
+    """Why ``path`` could not be written, in one line."""
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        why = f"{parent} is a file, not a folder"
+    else:
+        why = error.strerror or str(error)
+    failure = ResultsNotWritten(f"cannot write {path}: {why}")
+    failure.errno = error.errno
+    return failure
+
+
 def write_results(path: str | Path, results: dict) -> Path:
     """Write ``results`` as strict JSON to ``path``, its ``provenance`` first,
     atomically.
@@ -271,23 +304,39 @@ def write_results(path: str | Path, results: dict) -> Path:
     The text goes to a temporary file in the same directory, flushed to disk,
     which then replaces ``path`` in one step (``os.replace``): an interruption
     at any moment leaves either the previous file or the new one, whole, and no
-    temporary file behind.
+    temporary file behind. ``provenance``, if given, must be a JSON object.
+    A file that cannot be written raises one ``ResultsNotWritten`` saying
+    why (a full disk, a folder that is a file), not the system's errors.
     """
+    if not isinstance(results, dict):
+        raise TypeError(
+            f"results must be a dict, got {type(results).__name__}"
+        )
     if "provenance" in results:
+        if not isinstance(results["provenance"], dict):
+            raise TypeError(
+                "results['provenance'] must be a dict (where, when and with"
+                " what the results were produced: mixers.results.provenance),"
+                f" got {results['provenance']!r}"
+            )
         results = {"provenance": results["provenance"], **results}
     text = to_json(results)  # before touching any file
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = check_results_file(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "w") as file:
             file.write(text)
             file.flush()
             # the bytes are on disk before the rename makes them the file
             os.fsync(file.fileno())
         os.replace(tmp, path)
+    except OSError as error:
+        raise _write_error(path, error) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        # nothing to remove where the folder could not be made either
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return path
 
 
@@ -352,8 +401,14 @@ def load_results(
 ) -> dict:
     """The committed results (default: ``results_dir()``) of the largest
     profile that was run for experiment ``name``; a ``CorruptResults`` naming
-    the file if it is not valid JSON.
+    the file if it is not valid JSON. ``profiles``: the profile names to look
+    for, in order (a tuple or list; a str would be read letter by letter).
     """
+    if not isinstance(profiles, (tuple, list)) or not profiles:
+        raise TypeError(
+            "profiles must be a non-empty tuple of profile names, largest"
+            f" first (e.g. {PROFILE_ORDER}), got {profiles!r}"
+        )
     for profile in profiles:
         path = results_path(name, profile, directory)
         if path.is_file():

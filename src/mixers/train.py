@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 
 from ._checks import (
     check_bool,
+    check_device,
     check_flags,
     check_float_in,
     check_non_negative_float,
@@ -570,7 +571,9 @@ def train(
     _check_arguments(
         model, dataset, config, progress, callback, profile, description
     )
-    device = torch.device(device) if device is not None else default_device()
+    if device is None and os.environ.get("MIXERS_DEVICE"):
+        device = check_device("MIXERS_DEVICE", os.environ["MIXERS_DEVICE"])
+    device = check_device("device", device or default_device())
     stepper, result = _prepare(model, config, device, profile)  # seeds torch
     batches = torch.Generator().manual_seed(config.seed)
     losses, clock = _LossTracker(device), _Clock(device)

@@ -15,15 +15,19 @@ import {
   alibiBias,
   alibiSlopes,
   contourSegments,
+  counted,
   curvesTitle,
   decodeLower,
   diagonalMeans,
   erf,
   gaussians,
+  GLU_DEFAULTS,
+  gmlpCaption,
   niceTicks,
   paddedRange,
   rowsOverMax,
   scoreLabel,
+  softmaxCaption,
   softmaxRows,
   toeplitzScore,
   unitOutput,
@@ -298,4 +302,39 @@ test("the views' labels follow their settings", () => {
   assert.ok(Math.abs(lo - 1.96) < 1e-12 && Math.abs(hi - 3.04) < 1e-12);
   assert.deepEqual(paddedRange([2]), [1, 3]);
   assert.deepEqual(paddedRange([]), [0, 1]);
+});
+
+test("captions say what every view shows, a count in its number", () => {
+  assert.equal(counted(1, "head"), "1 head");
+  assert.equal(counted(8, "head"), "8 heads");
+  const state = { head: 2, log2T: 1, scaled: true, mask: "causal" };
+  assert.equal(
+    softmaxCaption(state, 0.5, 6),
+    "Head 2 at T = 2, scores divided by √d, causal mask: its rows' mean " +
+      "entropy is 0.50 nats, of at most ln 6 = 1.79 (weights spread " +
+      "evenly). A higher T flattens every head.",
+  );
+  const gmlp = { model: "gmlp", layer: 1, shared: false };
+  assert.equal(
+    gmlpCaption(gmlp, { step: 600, score: 0.834, vmax: 0.12 }),
+    "gmlp, layer 1, step 600: the Toeplitz part of W (each diagonal's " +
+      "mean) explains 83 % of its variance (Toeplitz score 0.83). Colours " +
+      "run from -0.12 to 0.12, this step's scale.",
+  );
+});
+
+test("the GLU view opens where the gate visibly acts", () => {
+  // At the default b the gated curve f(a)·b is neither f(a) itself (b = 1,
+  // the two curves on top of each other) nor shut (b = 0): for every gated
+  // activation it stands apart from f(a) by a fifth of its range or more.
+  const { b, extent } = GLU_DEFAULTS;
+  assert.ok(b !== 1 && b !== 0 && Math.abs(b) <= 3, `b = ${b}`);
+  const as = Array.from({ length: 201 }, (_, i) => -extent + (extent * i) / 100);
+  for (const name of ["relu", "gelu", "swish", "sigmoid", "identity"]) {
+    const plain = as.map((a) => unitOutput(name, false, a, b));
+    const gated = as.map((a) => unitOutput(name, true, a, b));
+    const range = Math.max(...plain) - Math.min(...plain);
+    const apart = Math.max(...plain.map((v, i) => Math.abs(v - gated[i])));
+    assert.ok(apart >= 0.2 * range, `${name}: apart ${apart}, range ${range}`);
+  }
 });

@@ -36,6 +36,7 @@ __all__ = [
     "peak_memory",
     "summarise_times",
     "benchmark_main",
+    "check_out",
     "error_line",
     "finished_provenance",
     "time_and_measure",
@@ -358,6 +359,7 @@ def benchmark_main(
         help="do not print each length as it finishes",
     )
     args = parser.parse_args()
+    check_out(parser, name, args.profile, args.out)
     results = run(
         args.profile, args.lengths, args.repeats, progress=not args.no_progress
     )
@@ -384,5 +386,25 @@ def profile_main(
         help="model sizes (default: cpu)",
     )
     args = parser.parse_args()
+    check_out(parser, name, args.profile, args.out)
     results = run(args.profile)
     print(f"wrote {save_results(name, args.profile, results, args.out)}")
+
+
+def check_out(parser, name: str, profile: str, out) -> None:
+    """``--out`` checked by writing there before the benchmark runs, not
+    after: the folder made, a file written and removed in it
+    (``writable_dir``; ``os.access`` answers yes to root for ``/proc``, where
+    nothing can be written), and no directory where the results file goes.
+    A refusal exits 2 naming ``--out``."""
+    from ..results import (
+        ResultsNotWritten,
+        check_results_file,
+        results_path,
+        writable_dir,
+    )
+
+    try:
+        check_results_file(results_path(name, profile, writable_dir(out)))
+    except (ValueError, ResultsNotWritten) as error:
+        parser.error(f"--out: {error}")

@@ -18,11 +18,15 @@ finished runs are (exit 130 and 143).
 from __future__ import annotations
 
 import argparse
+import errno
+import hashlib
 import inspect
 import json
 import multiprocessing
 import os
 import signal
+import socket
+import struct
 import sys
 import threading
 import time
@@ -52,6 +56,8 @@ from ..model import LanguageModel
 from ..results import (
     PROFILE_ORDER,  # noqa: F401
     CorruptResults,
+    ResultsNotWritten,
+    check_results_file,
     check_writable_dir,
     load_results,  # noqa: F401
     provenance,
@@ -406,19 +412,31 @@ class SettingsMismatch(ValueError):
 
 
 class FolderInUse(RuntimeError):
-    """Another process is running the same experiment into the same
-    folder."""
+    """The folder cannot be locked for this run: another process is running
+    the same experiment into it, or the lock's path is taken (a symbolic
+    link, a directory)."""
 
 
 # -----------------------------------------------------------------------------
 # One run per experiment and folder. Two runs writing the same files would
 # race: each would train the same jobs, and the slower one's results would
-# replace the other's. So a run holds ``NAME-PROFILE.lock`` in its folder: an
-# advisory lock (``flock``) on that file, with its process id written inside
-# for the message. The operating system drops the lock when the process ends,
-# however it ends (SIGKILL included), so a file left by a killed run locks
-# nothing: the next run takes it over. (Where ``fcntl`` is missing, Windows,
-# runs are not locked.)
+# replace the other's. So a run holds a lock on (folder, experiment, profile)
+# while it writes there, which the operating system drops when the process
+# ends, however it ends (SIGKILL included): nothing a killed run leaves
+# blocks the next one.
+#
+# A lock on a file alone does not hold: ``rm`` of a held lock file leaves the
+# first run holding a file that no name reaches, and a second run makes a new
+# file and locks that. What ``rm`` cannot remove is what has no file: on
+# Linux the lock is a name bound in the kernel's abstract socket namespace,
+# made from the folder's identity (its device and inode: one folder by any
+# path, symbolic links included) and the experiment, for as long as the run
+# lasts; a second bind of that name fails, and the socket says whose it is.
+# The file ``NAME-PROFILE.lock`` is locked too (``flock``; where there are no
+# abstract sockets, as on macOS, it is the lock) and holds the process id for
+# people to read. It is opened with ``O_NOFOLLOW``: a symbolic link in its
+# place is refused, never written through. (Where ``fcntl`` is missing,
+# Windows, runs are not locked.)
 
 
 def lock_path(name: str, profile: str, directory: str | Path) -> Path:
@@ -427,34 +445,110 @@ def lock_path(name: str, profile: str, directory: str | Path) -> Path:
     return results_path(name, profile, Path(directory)).with_suffix(".lock")
 
 
-def _holder(fd: int) -> str:
-    """Who holds the lock file open on ``fd``, as its text says."""
+def _lock_address(name: str, profile: str, directory: Path) -> bytes | None:
+    """The lock's name in Linux's abstract socket namespace (a leading NUL:
+    no file), from the folder's device and inode; None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    folder = os.stat(directory)
+    key = f"{folder.st_dev}:{folder.st_ino}/{name}-{profile}".encode()
+    return b"\0mixers-run-lock/" + hashlib.sha256(key).hexdigest().encode()
+
+
+def _socket_holder(address: bytes) -> int | None:
+    """The process id of the process bound to ``address``: the credentials a
+    connection to it carries (``SO_PEERCRED``), or None."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(address)
+        size = struct.calcsize("3i")
+        credentials = probe.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, size
+        )
+        return struct.unpack("3i", credentials)[0] or None
+    except OSError:
+        return None
+    finally:
+        probe.close()
+
+
+def _file_holder(fd: int) -> int | None:
+    """The process id a held lock file's text gives, or None if it is not
+    one."""
     text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
-    return f"process {text}" if text.isdigit() else "another process"
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def _in_use(name, profile, directory, path, pid: int | None) -> FolderInUse:
+    """The refusal of a second run, naming the first's process where it is
+    known; only then is there a process id to ``kill``."""
+    holder = f"process {pid}" if pid else "another process"
+    stop = (
+        f"stop it (kill {pid}; its finished runs are kept and a rerun"
+        " resumes them)"
+        if pid
+        else "stop that run (its finished runs are kept and a rerun resumes"
+        " them)"
+    )
+    return FolderInUse(
+        f"{holder} is already running {name} (profile {profile}) into"
+        f" {Path(directory)} (it holds {path}): wait for it to finish, {stop},"
+        " or pass another --out"
+    )
 
 
 @contextmanager
-def run_lock(name: str, profile: str, directory: str | Path) -> Iterator[Path]:
-    """Hold ``lock_path`` for the block; a ``FolderInUse`` naming the process
-    that holds it already, and what to do, if another run does."""
-    path = lock_path(name, profile, directory)
-    if fcntl is None:
-        yield path
+def _socket_lock(address: bytes | None, refuse) -> Iterator[None]:
+    """Hold ``address`` bound for the block (nothing where it is None);
+    ``refuse(pid)`` makes the error if another process holds it."""
+    if address is None:
+        yield
         return
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        held.bind(address)
+    except OSError as error:
+        held.close()
+        if error.errno != errno.EADDRINUSE:
+            raise
+        raise refuse(_socket_holder(address)) from None
+    # listening: a refused run connects to read whose lock it is
+    held.listen(64)
+    try:
+        yield
+    finally:
+        held.close()
+
+
+def _open_lock_file(path: Path) -> int:
+    """``path`` opened for the lock, never through a symbolic link."""
+    if path.is_symlink():
+        raise FolderInUse(
+            f"{path} is a symbolic link: a run's lock is never written"
+            " through one (its target would be overwritten); remove the link"
+        )
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        raise FolderInUse(
+            f"cannot lock {path}: {error.strerror or error}"
+        ) from None
+
+
+@contextmanager
+def _file_lock(path: Path, refuse) -> Iterator[None]:
+    """Hold ``flock`` on the file ``path`` for the block, with this process's
+    id written in it; ``refuse(pid)`` makes the error if another process
+    holds it."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock_file(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _holder(fd)
+            pid = _file_holder(fd)
             os.close(fd)
-            raise FolderInUse(
-                f"{holder} is already running {name} (profile {profile})"
-                f" into {Path(directory)} (it holds {path}): wait for it to"
-                f" finish, stop it (kill {holder.split()[-1]}; its finished"
-                " runs are kept and a rerun resumes them), or pass another"
-                " --out"
-            ) from None
+            raise refuse(pid) from None
         # Locked, but the file may have been released and removed between
         # open and flock: then lock the one now at the path.
         try:
@@ -466,10 +560,33 @@ def run_lock(name: str, profile: str, directory: str | Path) -> Iterator[Path]:
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     try:
-        yield path
+        yield
     finally:
-        path.unlink(missing_ok=True)
+        # removed only if the name still leads to this file
+        try:
+            if os.lstat(path).st_ino == os.fstat(fd).st_ino:
+                path.unlink()
+        except FileNotFoundError:
+            pass
         os.close(fd)
+
+
+@contextmanager
+def run_lock(name: str, profile: str, directory: str | Path) -> Iterator[Path]:
+    """Hold the lock of ``name`` and ``profile`` in ``directory`` for the
+    block (its file is ``lock_path``); a ``FolderInUse`` naming the process
+    that holds it already, and what to do, if another run does."""
+    path = lock_path(name, profile, directory)
+    if fcntl is None:
+        yield path
+        return
+
+    def refuse(pid: int | None) -> FolderInUse:
+        return _in_use(name, profile, directory, path, pid)
+
+    address = _lock_address(name, profile, Path(directory))
+    with _socket_lock(address, refuse), _file_lock(path, refuse):
+        yield path
 
 
 @contextmanager
@@ -621,6 +738,7 @@ def load_partial(path: Path, experiment: Experiment) -> dict[tuple, dict]:
         raise CorruptResults(
             f"{error}; move it away, or start afresh with --fresh"
         ) from None
+    _check_whose(path, saved, experiment)
     # Compared as a file holds them: tuples are lists there.
     differences = settings_differences(
         saved.get("settings", {}), json.loads(to_json(experiment.settings))
@@ -636,17 +754,62 @@ def load_partial(path: Path, experiment: Experiment) -> dict[tuple, dict]:
             " Rerun with the saved settings to resume, or start afresh"
             " (--fresh, or save_runs(..., fresh=True)), which discards them"
         )
+    # a file edited by hand: runs not a list, a run without its fields, a
+    # field edited into a list (unhashable)
+    runs = saved.get("runs", [])
+    problem = "\"runs\" is not a list" if not isinstance(runs, list) else None
+    for index, run in enumerate(runs if problem is None else []):
+        problem = _record_problem(run, experiment.fields, index)
+        if problem:
+            break
     try:
-        runs = {experiment.job(run): run for run in saved.get("runs", [])}
-    # a file edited by hand: a run without its fields, runs not a list
-    except (AttributeError, KeyError, TypeError):
+        runs = (
+            {experiment.job(run): run for run in runs} if not problem else {}
+        )
+    except TypeError:
+        problem = "a run's field is a list or a record"
+    if problem:
         raise CorruptResults(
-            f"{path} is not a progress file of {experiment.name}: its"
-            " \"runs\" must be a list of records, each with"
-            f" {', '.join(experiment.fields)}; move it away, or start afresh"
-            " with --fresh"
-        ) from None
+            f"{path} is not a progress file of {experiment.name}: {problem}."
+            " Its \"runs\" must be a list of records, each with"
+            f" {', '.join(experiment.fields)}, \"diverged\" and \"error\","
+            " and, where it did not diverge, a \"result\" with its"
+            " \"provenance\"; move it away, or start afresh with --fresh"
+        )
     return {job: runs[job] for job in experiment.jobs if job in runs}
+
+
+def _check_whose(path: Path, saved: dict, experiment: Experiment) -> None:
+    """A progress file of this experiment and profile (a copied or renamed
+    one of another would be resumed as this one's runs)."""
+    prov = saved.get("provenance")
+    profile = prov.get("profile") if isinstance(prov, dict) else None
+    whose = (saved.get("experiment"), profile)
+    if whose != (experiment.name, experiment.profile):
+        raise CorruptResults(
+            f"{path} is not a progress file of {experiment.name} (profile"
+            f" {experiment.profile}): it holds experiment {whose[0]!r},"
+            f" profile {whose[1]!r}; move it away, or start afresh with"
+            " --fresh"
+        )
+
+
+def _record_problem(run, fields, index: int) -> str | None:
+    """What a saved run lacks for a resume to use it, or None: read before
+    any run starts, not after the others have trained."""
+    if not isinstance(run, dict):
+        return f"run {index} is not a record"
+    missing = [key for key in (*fields, "diverged", "error") if key not in run]
+    if missing:
+        return f"run {index} has no {', '.join(map(repr, missing))}"
+    if not isinstance(run["diverged"], bool):
+        return f"run {index} has \"diverged\" {run['diverged']!r}, not a bool"
+    result = run.get("result")
+    if not run["diverged"] and not (
+        isinstance(result, dict) and isinstance(result.get("provenance"), dict)
+    ):
+        return f"run {index} did not diverge but has no result provenance"
+    return None
 
 
 def _save_partial(
@@ -1095,6 +1258,12 @@ def run_saved(
             )
         options["workers"] = workers
     out = writable_dir(out)
+    # Before any work: what would be found only when the files are written.
+    for target in (
+        results_path(name, profile, out),
+        partial_path(name, profile, out),
+    ):
+        check_results_file(target)
     with run_lock(name, profile, out):
         with save_runs(out, fresh=fresh):
             results = run(profile, **options)
@@ -1109,7 +1278,9 @@ def exits_cleanly(
     parser: argparse.ArgumentParser, path: Path
 ) -> Iterator[None]:
     """A settings mismatch, a corrupt partial file or a folder in use by
-    another run exits 2 with its message; Ctrl-C (SIGINT) and ``kill``
+    another run exits 2 with its message; a results file that cannot be
+    written (a full disk) exits 1, saying where the finished runs are and
+    how to resume; Ctrl-C (SIGINT) and ``kill``
     (SIGTERM) both say where the finished runs are (``path``), and exit as a
     shell reports a process those signals stopped: 130 and 143."""
     try:
@@ -1117,6 +1288,14 @@ def exits_cleanly(
             yield
     except (SettingsMismatch, CorruptResults, FolderInUse) as error:
         parser.exit(2, f"error: {error}\n")
+    # a full disk, a folder that became a file: one line, not the system's
+    except ResultsNotWritten as error:
+        saved = f"; the finished runs are in {path}" if path.is_file() else ""
+        parser.exit(
+            1,
+            f"error: {error}{saved}; rerun the same command to resume once"
+            " it can be written\n",
+        )
     # also while the results are written: that is atomic, the partial file is
     # whole
     except KeyboardInterrupt as interrupt:

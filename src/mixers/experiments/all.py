@@ -11,10 +11,14 @@ one H100 that way; ``--plan`` prints what it trains and the predicted time
 (``mixers.experiments.plan``) without training. Without ``--workers`` the
 experiments run one after another, as each command line runs them.
 
-An experiment whose results file in ``--out`` reads back as its results is
-done and skipped (``--fresh`` runs everything again); a file that does not
-(empty, cut short, another experiment's) is named and run again.
-``--out book/results`` makes the chapters read the results.
+An experiment whose results file in ``--out`` is a complete run of it and
+of this profile is done and skipped (``--fresh`` runs everything again): a
+file of its results, not a progress file, whose provenance names the profile
+and which holds every run the plan makes. Any other file (empty, cut short,
+another experiment's or profile's, a copied progress file) is named, with
+why, and run again. ``--out book/results`` makes the chapters read the
+results. ``kill`` (SIGTERM) stops a run as Ctrl-C does: the worker processes
+end with it, every finished run is kept, and the same command resumes.
 """
 
 from __future__ import annotations
@@ -22,16 +26,25 @@ from __future__ import annotations
 import contextvars
 import importlib
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
 
 import torch
 
-from ..results import CorruptResults, read_results
+from ..results import (
+    CorruptResults,
+    ResultsNotWritten,
+    check_results_file,
+    read_results,
+)
 from ..train import default_device
 from . import (
     DevicePools,
+    FolderInUse,
+    SettingsMismatch,
+    _terminate_as_interrupt,
     exits_cleanly,
     parse_experiment_args,
     partial_path,
@@ -57,27 +70,54 @@ DURATIONS = {
 }
 
 
-def finished(name: str, path: Path) -> str | None:
-    """Why the results file ``path`` of experiment ``name`` is not done
-    (missing, unreadable, not its results), or None if it is."""
+def recorded_runs(name: str, results: dict) -> int:
+    """How many runs a results file of experiment ``name`` holds: the
+    baseline's one ``result``, every rate of every arm of gMLP's ``sweep``,
+    else the length of its ``runs``; 0 where they are not there."""
+    try:
+        if name == "baseline":
+            return int(isinstance(results["result"], dict))
+        if name == "gmlp":
+            return sum(len(rates) for rates in results["sweep"].values())
+        return len(results["runs"])
+    except (AttributeError, KeyError, TypeError):
+        return 0
+
+
+def finished(name: str, path: Path, profile: str, runs: int) -> str | None:
+    """Why the results file ``path`` is not a complete run of experiment
+    ``name`` and ``profile`` (of ``runs`` runs), or None if it is: missing,
+    unreadable, another experiment's, a progress file, another profile's,
+    fewer runs. A file that merely parses is not done."""
     if not path.is_file():
-        return "missing"
+        return "missing" if not path.exists() else "it is not a file"
     try:
         results = read_results(path)
     except CorruptResults as error:
         return str(error)
-    if not isinstance(results, dict) or results.get("experiment") != name:
+    if results.get("experiment") != name:
         return f"it holds no results of the {name} experiment"
-    if not isinstance(results.get("provenance"), dict):
+    prov = results.get("provenance")
+    if not isinstance(prov, dict):
         return "it has no provenance"
+    if results.get("complete", True) is not True or "runs_done" in results:
+        return "it is a progress file, not finished results"
+    if prov.get("profile") != profile:
+        return f"its provenance says profile {prov.get('profile')!r}"
+    held = recorded_runs(name, results)
+    if held != runs:
+        return f"it holds {held} of the {runs} runs of profile {profile}"
     return None
 
 
-def plan_lines(profile: str, workers: int, gpus: int = 1) -> list[str]:
-    """``--plan``: a line per experiment, then the total."""
+def plan_lines(
+    profile: str, workers: int, gpus: int = 1, planned: dict | None = None
+) -> list[str]:
+    """``--plan``: a line per experiment, then the total (``planned``: each
+    experiment's ``planned_runs``, if they are at hand)."""
     lines, everything = [], []
     for name in EXPERIMENTS:
-        runs = planned_runs(name, profile)
+        runs = planned[name] if planned else planned_runs(name, profile)
         everything += runs
         lines.append(describe(name, predict(runs, workers, gpus)))
     total = predict(everything, workers, gpus)
@@ -92,15 +132,22 @@ def plan_lines(profile: str, workers: int, gpus: int = 1) -> list[str]:
     return lines
 
 
-def _todo(args, profile: str) -> list[str]:
+def _todo(args, profile: str, planned: dict[str, int]) -> list[str]:
+    """The experiments to run, each done one named as skipped and each file
+    that is not a complete run named with why it runs again."""
     todo = []
     for name in EXPERIMENTS:
-        why = finished(name, results_path(name, profile, args.out))
+        path = results_path(name, profile, args.out)
+        why = finished(name, path, profile, planned[name])
         if why is None and not args.fresh:
             print(f"{name}: done, skipped", flush=True)
             continue
         if why not in (None, "missing"):
-            print(f"{name}: results file not valid ({why}): running it again")
+            print(
+                f"{name}: {path} is not a complete run ({why}): running it"
+                " again",
+                flush=True,
+            )
         todo.append(name)
     return todo
 
@@ -138,8 +185,9 @@ def run_together(names: list[str], profile: str, args) -> None:
             failures[name] = error
 
     pool = DevicePools(args.workers, devices, threads)
+    # SIGTERM (``kill``) as Ctrl-C: it ends the workers too
     try:
-        with shared_pool(pool):
+        with _terminate_as_interrupt(), shared_pool(pool):
             started = [
                 threading.Thread(
                     target=contextvars.copy_context().run,
@@ -154,19 +202,46 @@ def run_together(names: list[str], profile: str, args) -> None:
             for thread in started:
                 while thread.is_alive():
                     thread.join(0.5)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         pool.shutdown(wait=False, cancel_futures=True)
         print(
             "\ninterrupted: every finished run is saved; rerun the same"
             " command to resume",
             file=sys.stderr,
         )
-        sys.exit(130)
+        sys.exit(128 + getattr(interrupt, "signal", signal.SIGINT))
     pool.shutdown()
     for name, error in failures.items():
-        print(f"{name}: failed: {error!r}", file=sys.stderr)
+        print(f"{name}: failed: {_failure(error)}", file=sys.stderr)
     if failures:
         sys.exit(1)
+
+
+def _failure(error: BaseException) -> str:
+    """An experiment's failure in one line: the package's own errors say
+    what to do; anything else is shown as Python would."""
+    if isinstance(error, ResultsNotWritten):
+        return (
+            f"{error}; its finished runs are saved; rerun the same command"
+            " to resume once it can be written"
+        )
+    if isinstance(error, (CorruptResults, FolderInUse, SettingsMismatch)):
+        return str(error)
+    return repr(error)
+
+
+def _check_targets(parser, profile: str, out: Path) -> None:
+    """Before any run: no directory where a results or progress file goes
+    (found otherwise only at the write, after the training)."""
+    for name in EXPERIMENTS:
+        for path in (
+            results_path(name, profile, out),
+            partial_path(name, profile, out),
+        ):
+            try:
+                check_results_file(path)
+            except ResultsNotWritten as error:
+                parser.exit(2, f"error: {error}\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -180,12 +255,20 @@ def main(argv: list[str] | None = None) -> None:
         argv,
         plan=True,
     )
+    planned = {name: planned_runs(name, profile) for name in EXPERIMENTS}
+    total = sum(len(runs) for runs in planned.values())
+    if args.workers > total:
+        parser.error(
+            f"--workers: at most {total}, one process per run (the {profile}"
+            f" plan has {total} runs), got {args.workers}"
+        )
     if args.plan:
         on_gpu = default_device().type == "cuda"
         gpus = torch.cuda.device_count() if on_gpu else 1
-        print("\n".join(plan_lines(profile, args.workers, gpus)))
+        print("\n".join(plan_lines(profile, args.workers, gpus, planned)))
         return
-    todo = _todo(args, profile)
+    _check_targets(parser, profile, args.out)
+    todo = _todo(args, profile, {n: len(r) for n, r in planned.items()})
     if args.workers > 1:
         run_together(todo, profile, args)
         return

@@ -369,12 +369,20 @@ export function drawScores(normal, d, n) {
 // Drawing: SVG panels with axes, legends, images and colour bars
 
 // A panel is an SVG drawn in viewBox units, scaled to its column (so its
-// text scales with it). Its plotting box sits inside the frame's margins,
-// left wide enough for the tick labels and the axis label of :math:`y`.
+// text scales with it): two panels side by side in the book's column at
+// 1280 px are drawn about 326 px wide, a scale of 0.91, and one fills a
+// phone's. Its text is 16 units (``TEXT``), at least 14 px as shown, near
+// the book's static figures. Its plotting box sits inside the
+// frame's margins, left wide enough for the tick labels and the axis
+// label of :math:`y`, below for those of :math:`x`.
 const SVG = "http://www.w3.org/2000/svg";
 const WIDTH = 360;
-const HEIGHT = 272;
-const FRAME = { left: 56, right: 16, top: 30, bottom: 44 };
+const HEIGHT = 292;
+const TEXT = 16;
+const FRAME = { left: 70, right: 22, top: 36, bottom: 54 };
+// The width of a character of the panels' text, about: for what must
+// clear a label (a legend's box, the label of :math:`y`).
+const CHAR = 0.55 * TEXT;
 
 // The matplotlib colour cycle (C0, C1, ...), as the book's figures use it.
 // prettier-ignore
@@ -415,6 +423,9 @@ const xywh = (b) => ({ x: b.x, y: b.y, width: b.w, height: b.h });
 const TABLES = {};
 function colourAt(map, t) {
   if (!TABLES[map]) {
+    // Each stop's red, green and blue; entry :math:`k` of the table lies
+    // :math:`x = k/255` of the way along the stops, between stop
+    // :math:`\lfloor x \rfloor` and the next, a linear mix of the two.
     const rgb = (hex) =>
       [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
     const stops = MAPS[map].map(rgb);
@@ -426,6 +437,7 @@ function colourAt(map, t) {
       );
     });
   }
+  // :math:`t` clipped to :math:`[0, 1]`, then the nearest of the 256.
   return TABLES[map][Math.round(Math.min(Math.max(t, 0), 1) * 255)];
 }
 
@@ -468,7 +480,7 @@ function panel(parent, title, label, width = WIDTH) {
     "aria-label": label,
   });
   root.append(svg("title", {}, label));
-  root.append(svg("text", { x: width / 2, y: 16, class: "mx-title" }, title));
+  root.append(svg("text", { x: width / 2, y: 20, class: "mx-title" }, title));
   figure.append(root);
   parent.append(figure);
   return root;
@@ -482,7 +494,7 @@ const plotBox = (width = WIDTH) => ({
   w: width - FRAME.left - FRAME.right,
   h: HEIGHT - FRAME.top - FRAME.bottom,
 });
-const squareBox = () => ({ x: FRAME.left, y: FRAME.top, w: 202, h: 202 });
+const squareBox = () => ({ x: FRAME.left, y: FRAME.top, w: 196, h: 196 });
 
 // A tick and its label at ``v`` on one axis, from the tick's end points
 // and the label's place and class.
@@ -505,22 +517,23 @@ function axes(root, box, x, y, xs, ys, options) {
   g.append(svg("rect", { ...xywh(box), class: "mx-frame" }));
   const bottom = box.y + box.h;
   for (const v of xticks) {
-    const at = [x(v), bottom + 15, "mx-tick"];
+    const at = [x(v), bottom + 19, "mx-tick"];
     tick(g, [x(v), bottom, x(v), bottom + 4], at, xformat(v));
   }
   for (const v of yticks) {
-    const at = [box.x - 6, y(v) + 4, "mx-tick mx-right"];
+    const at = [box.x - 6, y(v) + 5, "mx-tick mx-right"];
     tick(g, [box.x - 4, y(v), box.x, y(v)], at, format(v));
   }
+  // The label of :math:`x` centred below its tick labels.
   if (xlabel) {
-    const at = { x: box.x + box.w / 2, y: bottom + 32, class: "mx-label" };
+    const at = { x: box.x + box.w / 2, y: bottom + 41, class: "mx-label" };
     g.append(svg("text", at, xlabel));
   }
   // The rotated label of :math:`y` clears the widest tick label, but stays
-  // at :math:`x \ge 11`: its glyphs reach about 10 px left of it.
+  // at :math:`x \ge 14`: its glyphs reach about 13 px left of it.
   if (ylabel) {
     const widest = Math.max(0, ...yticks.map((v) => format(v).length));
-    const left = Math.max(11, box.x - Math.max(30, 14 + 6.4 * widest));
+    const left = Math.max(14, box.x - Math.max(34, 16 + CHAR * widest));
     const at = `translate(${left}, ${box.y + box.h / 2}) rotate(-90)`;
     g.append(svg("text", { transform: at, class: "mx-label" }, ylabel));
   }
@@ -606,10 +619,10 @@ function colourBar(root, box, map, lo, hi, label) {
   root.append(svg("rect", { ...xywh(bar), fill, class: "mx-frame-solid" }));
   const y = scale(lo, hi, bar.y + bar.h, bar.y);
   for (const v of niceTicks(lo, hi, 4)) {
-    const at = { x: bar.x + bar.w + 3, y: y(v) + 4 };
+    const at = { x: bar.x + bar.w + 3, y: y(v) + 5 };
     root.append(svg("text", { ...at, class: "mx-tick mx-left" }, format(v)));
   }
-  const [lx, ly] = [bar.x + bar.w + 40, bar.y + bar.h / 2];
+  const [lx, ly] = [bar.x + bar.w + 48, bar.y + bar.h / 2];
   const at = `translate(${lx}, ${ly}) rotate(90)`;
   root.append(svg("text", { transform: at, class: "mx-label" }, label));
 }
@@ -631,6 +644,8 @@ function lines(root, x, y, series) {
     const d = s.points
       .map(([a, b], i) => to(i ? "L" : "M", x(a), y(b)))
       .join("");
+    // Unfilled, in the series' colour, width, dash and opacity (a solid
+    // line 1.8 px wide unless it says otherwise).
     root.append(
       svg("path", {
         d,
@@ -671,11 +686,11 @@ function contours(root, x, y, segments) {
 // A legend in a corner of a box (``top-right``, ``bottom-left``, ...):
 // each entry a line in its series' colour and dash, then its label.
 function legend(root, box, entries, corner = "top-right") {
-  // A white box behind the entries, 15 px a line, as wide as the longest
-  // label (about 6.2 px a character) and its 20-px sample line.
+  // A white box behind the entries, 19 px a line, as wide as the longest
+  // label (``CHAR`` a character) and its 20-px sample line.
   const g = svg("g", { class: "mx-legend" });
   const longest = Math.max(...entries.map((e) => e.label.length));
-  const [width, height] = [34 + 6.2 * longest, 15 * entries.length + 4];
+  const [width, height] = [34 + CHAR * longest, 19 * entries.length + 5];
   const x0 = corner.endsWith("right") ? box.x + box.w - width - 4 : box.x + 4;
   const y0 = corner.startsWith("top")
     ? box.y + 4
@@ -685,7 +700,9 @@ function legend(root, box, entries, corner = "top-right") {
   );
   // Each entry: the series' line (colour, dash), then its label.
   entries.forEach((e, i) => {
-    const yy = y0 + 11 + 15 * i;
+    // Entry :math:`i`'s line, 20 px long, centred on its row at
+    // :math:`y_0 + 12 + 19i`, and its label 5 px beyond.
+    const yy = y0 + 12 + 19 * i;
     g.append(
       svg("line", {
         x1: x0 + 5,
@@ -697,7 +714,7 @@ function legend(root, box, entries, corner = "top-right") {
         "stroke-dasharray": e.dash ?? "",
       }),
     );
-    const at = { x: x0 + 30, y: yy + 4, class: "mx-tick mx-left" };
+    const at = { x: x0 + 30, y: yy + 5, class: "mx-tick mx-left" };
     g.append(svg("text", at, e.label));
   });
   root.append(g);
@@ -760,6 +777,8 @@ function choice(parent, name, options, value, onChange, label = String) {
       id,
       value: String(option),
     });
+    // The one chosen at the start is checked; a change to another calls
+    // ``onChange`` with the option itself (a number stays a number).
     input.checked = option === value;
     input.addEventListener("change", () => input.checked && onChange(option));
     set.append(input, html("label", { for: id }, label(option)));
@@ -772,6 +791,8 @@ function list(parent, name, options, value, onChange) {
   const id = `mx-control-${++ids}`;
   const row = html("div", { class: "mx-control" });
   row.append(html("label", { for: id }, name));
+  // One ``option`` an item, the starting one selected; a change hands
+  // the chosen item to ``onChange``.
   const select = html("select", { id });
   for (const option of options) {
     const item = html("option", { value: option }, option);
@@ -807,6 +828,8 @@ function layout(el, state, { wide = false } = {}) {
     figures.replaceChildren();
     caption.textContent = draw(figures) ?? "";
   };
+  // What a view uses: where its controls go, a handler for each, and a
+  // way to hand over its drawing.
   return {
     controls,
     set: (key, convert = (v) => v) => (v) => {
@@ -828,6 +851,9 @@ const SUPERSCRIPT = Object.fromEntries(
 const powerOf2 = (p) =>
   `2${[...format(p)].map((c) => SUPERSCRIPT[c] ?? c).join("")}`;
 const powerOfTwo = (m) => powerOf2(Math.log2(m));
+
+// "1 head", "8 heads": a count and its noun, plural unless it is 1.
+export const counted = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
 
 // ------------------------------------------------------
 // The ALiBi view
@@ -877,10 +903,14 @@ function alibiView(el, props) {
     const weights = biasMatrix(figures, state, m);
     biasAlongARow(figures, state, slopes);
     const span = Math.log(10) / m;
+    // "8 heads: slopes 2⁻¹, …" or "1 head: slope 2⁻⁸": the count and its
+    // noun agree.
     const shown = slopes.slice(0, 6).map(powerOfTwo).join(", ");
     const more = slopes.length > 6 ? ", …" : "";
+    const slopesAre = state.heads === 1 ? "slope" : "slopes";
     return (
-      `${state.heads} heads: slopes ${shown}${more}; head ${state.head} ` +
+      `${counted(state.heads, "head")}: ${slopesAre} ${shown}${more}; ` +
+      `head ${state.head} ` +
       `loses a factor of 10 after ${format(span)} tokens.` +
       (weights ?? "")
     );
@@ -963,7 +993,7 @@ function biasAlongARow(figures, state, slopes) {
       `${format(span)} tokens; the matrix covers distances up to ` +
       `${L - 1}.`,
   );
-  const box = { ...plotBox(), h: 172 };
+  const box = { ...plotBox(), h: 160 };
   // The distance axis reaches the matrix's :math:`L` or a little past
   // the span, whichever is farther.
   const far = Math.max(L, 1.2 * span);
@@ -985,13 +1015,15 @@ function biasAlongARow(figures, state, slopes) {
     segment([0, -Math.log(10)], [far, -Math.log(10)], tenth),
     segment([span, ylo], [span, 0], reach),
   ]);
+  // The legend at the bottom left, where the line has fallen away; the
+  // strip of slopes below the axes.
   const entries = [
     { label: "-m (i - j)", colour: COLOURS[0] },
     { label: `span ${format(span)}`, ...reach },
     { label: "-ln 10", ...tenth },
   ];
   legend(root, box, entries, "bottom-left");
-  slopeStrip(root, slopes, state.head, box.y + box.h + 48);
+  slopeStrip(root, slopes, state.head, box.y + box.h + 62);
 }
 
 // Every head's slope as a dot on a :math:`\log_2` axis from
@@ -1002,10 +1034,10 @@ function slopeStrip(root, slopes, chosen, y0) {
   const rule = { x1: x(-8), x2: x(0), y1: y0, y2: y0, class: "mx-rule" };
   root.append(svg("line", rule));
   for (const v of [-8, -6, -4, -2, 0]) {
-    const at = { x: x(v), y: y0 + 16, class: "mx-tick" };
+    const at = { x: x(v), y: y0 + 20, class: "mx-tick" };
     root.append(svg("text", at, powerOf2(v)));
   }
-  const at = { x: FRAME.left - 6, y: y0 + 4, class: "mx-tick mx-right" };
+  const at = { x: FRAME.left - 8, y: y0 + 5, class: "mx-tick mx-right" };
   root.append(svg("text", at, "slopes"));
   // A dot at :math:`\log_2 m` for each head.
   slopes.forEach((m, h) => {
@@ -1051,6 +1083,8 @@ function softmaxView(el, props) {
     show: (v) => format(2 ** v),
   };
   slider(controls, "temperature T", temperatures, view.set("log2T"));
+  // The causal mask or none; the scale :math:`1/\sqrt{d}` or none; the
+  // weights or the scores they come from.
   choice(controls, "mask", ["none", "causal"], "none", view.set("mask"));
   const scaled = view.set("scaled", (v) => v !== "none");
   choice(controls, "scale", ["1/√d", "none"], "1/√d", scaled);
@@ -1070,13 +1104,29 @@ function softmaxView(el, props) {
   };
   // The weights, :math:`\operatorname{softmax}` of each row.
   const weightsOf = (h, T) => softmaxRows(logitsOf(h, T), n, n);
+  // The caption: the chosen head's setting and its rows' mean entropy,
+  // against the most a row can have.
   view.paint((figures) => {
     const T = 2 ** state.log2T;
     const logits = logitsOf(state.head, T);
-    sentenceWeights(figures, state, { tokens, logits });
+    const entropy = sentenceWeights(figures, state, { tokens, logits });
     entropyAgainstT(figures, state, { n, heads, weightsOf });
-    return undefined;
+    return softmaxCaption(state, entropy, n);
   });
+}
+
+// What the softmax view shows, in words: the head, the temperature, the
+// scale and the mask, and how spread the head's weights are.
+export function softmaxCaption(state, entropy, n) {
+  const T = format(2 ** state.log2T);
+  const scaled = state.scaled ? "scores divided by √d" : "scores not scaled";
+  const mask = state.mask === "causal" ? "causal mask" : "no mask";
+  return (
+    `Head ${state.head} at T = ${T}, ${scaled}, ${mask}: its rows' mean ` +
+    `entropy is ${entropy.toFixed(2)} nats, of at most ` +
+    `ln ${n} = ${Math.log(n).toFixed(2)} (weights spread evenly). A higher ` +
+    "T flattens every head."
+  );
 }
 
 // What the colour bar of the scores says they are: the softmax's input,
@@ -1085,7 +1135,8 @@ export const scoreLabel = (scaled) =>
   scaled ? "score q·k / (T√d)" : "score q·k / T";
 
 // The chosen head's weights (or its scores, on a diverging map centred on
-// 0), the sentence's words along both axes.
+// 0), the sentence's words along both axes. Returns the weights' mean
+// entropy.
 function sentenceWeights(figures, state, { tokens, logits }) {
   const n = tokens.length;
   const T = 2 ** state.log2T;
@@ -1100,7 +1151,7 @@ function sentenceWeights(figures, state, { tokens, logits }) {
   );
   // The scores' colour scale is symmetric about 0, as wide as the
   // largest finite score; masked scores stay blank.
-  const box = { x: 62, y: FRAME.top + 4, w: 192, h: 192 };
+  const box = { x: 74, y: FRAME.top + 2, w: 176, h: 176 };
   const top = Math.max(...logits.filter(Number.isFinite).map(Math.abs));
   const weighted = state.show === "weights";
   const shown = weighted ? weights : logits;
@@ -1114,12 +1165,13 @@ function sentenceWeights(figures, state, { tokens, logits }) {
   tokens.forEach((t, i) => {
     const c = box.x + ((i + 0.5) * box.w) / n;
     const r = box.y + ((i + 0.5) * box.h) / n;
-    const row = { x: box.x - 5, y: r + 4, class: "mx-tick mx-right" };
+    const row = { x: box.x - 5, y: r + 5, class: "mx-tick mx-right" };
     root.append(svg("text", row, t));
-    const down = `translate(${c + 4}, ${box.y + box.h + 6}) rotate(-90)`;
+    const down = `translate(${c + 5}, ${box.y + box.h + 6}) rotate(-90)`;
     const column = { transform: down, class: "mx-tick mx-right" };
     root.append(svg("text", column, t));
   });
+  return entropy;
 }
 
 // Every head's mean entropy against :math:`T` on :math:`[2^{-3}, 2^3]`,
@@ -1134,6 +1186,8 @@ function entropyAgainstT(figures, state, { n, heads, weightsOf }) {
       `temperature is marked. At most ln ${n} = ` +
       `${Math.log(n).toFixed(2)} nats.`,
   );
+  // :math:`\log_2 T` along :math:`x`, the entropy from 0 to a little
+  // above its most, :math:`\ln n`, along :math:`y`.
   const box = plotBox();
   const x = scale(-3, 3, box.x, box.x + box.w);
   const y = scale(0, Math.log(n) * 1.05, box.y + box.h, box.y);
@@ -1141,7 +1195,8 @@ function entropyAgainstT(figures, state, { n, heads, weightsOf }) {
     xlabel: "temperature T (log scale)",
     ylabel: "entropy (nats)",
     xticks: [-3, -2, -1, 0, 1, 2, 3],
-    xformat: (v) => format(2 ** v),
+    // 1/8, 1/4, 1/2, 1, 2, 4, 8: short enough not to touch at 16 units.
+    xformat: (v) => (v < 0 ? `1/${2 ** -v}` : String(2 ** v)),
   });
   // Each head's entropy at 61 temperatures, :math:`\log_2 T` from
   // -3 to 3 in steps of 0.1; the chosen head drawn thicker.
@@ -1162,6 +1217,12 @@ function entropyAgainstT(figures, state, { n, heads, weightsOf }) {
 // ------------------------------------------------------
 // The GLU view: one hidden unit of each feed-forward variant
 
+// The view opens at :math:`b = 1/2`, where the gate visibly acts: the
+// gated :math:`f(a)\,b` is half of :math:`f(a)`, drawn beside it. At
+// :math:`b = 1` the two curves coincide, and at :math:`b = 0` the gate
+// shuts the unit.
+export const GLU_DEFAULTS = { extent: 3, b: 0.5 };
+
 // A variant's activation :math:`f` on :math:`[-r, r]` (and its gated
 // output :math:`f(a)\,b` at the chosen :math:`b`, or another variant's
 // unit to compare with); beside it the unit's output over the whole square
@@ -1171,8 +1232,8 @@ function gluView(el, props) {
   const names = Object.keys(variants);
   const state = {
     variant: props.variant ?? names[0],
-    extent: 3,
-    b: 1,
+    extent: GLU_DEFAULTS.extent,
+    b: props.b ?? GLU_DEFAULTS.b,
     other: "none",
   };
   const view = layout(el, state);
@@ -1183,7 +1244,7 @@ function gluView(el, props) {
   // Named for what it is, not where its panel sits (the panels stack on a
   // phone): the curves are the square's slice at this :math:`b`, marked
   // on the square by a dashed line.
-  const bs = { min: -3, max: 3, step: 0.1, value: 1 };
+  const bs = { min: -3, max: 3, step: 0.1, value: state.b };
   slider(controls, "linear branch b", bs, view.set("b"));
   const others = ["none", ...names];
   list(controls, "compare with", others, "none", view.set("other"));
@@ -1219,6 +1280,8 @@ function unitCurves(figures, state, variants) {
     points: as.map((a) => [a, unitOutput(name, isGated, a, state.b)]),
     ...style,
   });
+  // :math:`f(a)` solid; the gated :math:`f(a)\,b` dashed, a negative
+  // :math:`b` in brackets; the compared variant dotted.
   const plain = { colour: COLOURS[0], label: "f(a)" };
   const curves = [curve(activation, false, plain)];
   if (gated) {
@@ -1232,7 +1295,8 @@ function unitCurves(figures, state, variants) {
     const style = { colour: COLOURS[2], dash: "2 2", label };
     curves.push(curve(other.activation, other.gated, style));
   }
-  // The axes at 0, then the curves.
+  // The :math:`y` range holds every curve and 0 (a flat curve gets a
+  // range of 1); the axes at 0, then the curves.
   const ys = curves.flatMap((c) => c.points.map((p) => p[1]));
   let [lo, hi] = [Math.min(0, ...ys), Math.max(0, ...ys)];
   if (hi - lo < 1e-9) hi = lo + 1;
@@ -1280,6 +1344,7 @@ function unitSquare(figures, state, { activation, gated }) {
     const [i, j] = [Math.floor(k / cells), k % cells];
     return unitOutput(activation, gated, at(j), at(cells - 1 - i));
   });
+  // Red above 0, blue below, white at 0: the sign of the unit's output.
   const vmax = Math.max(...output.map(Math.abs)) || 1;
   const box = squareBox();
   heatMap(root, box, [cells, cells], (i, j) => output[i * cells + j], {
@@ -1339,6 +1404,8 @@ function gmlpView(el, props) {
   const n = weights[models[0]][0][0].n;
   const view = layout(el, state);
   const { controls } = view;
+  // The model (gMLP or aMLP), its layer, and the training step, by its
+  // index among the saved steps (the readout shows the step itself).
   choice(controls, "model", models, state.model, view.set("model"));
   const layerNumbers = Array.from({ length: layers }, (_, i) => i);
   choice(controls, "layer", layerNumbers, 0, view.set("layer"));
@@ -1383,9 +1450,22 @@ function gmlpView(el, props) {
         : largest(shown)) || 1;
     const step = steps[state.step];
     spatialWeights(figures, state, { n, step, shown, vmax });
-    diagonalProfile(figures, state, matrix(state.step), n);
-    return undefined;
+    const w = matrix(state.step);
+    diagonalProfile(figures, state, w, n);
+    return gmlpCaption(state, { step, score: toeplitzScore(w, n), vmax });
   });
+}
+
+// What the gMLP view shows, in words: which :math:`W`, how much of its
+// variance its Toeplitz part explains, and the colour scale.
+export function gmlpCaption(state, { step, score, vmax }) {
+  const scale = state.shared ? "one scale for all steps" : "this step's scale";
+  return (
+    `${state.model}, layer ${state.layer}, step ${step}: the Toeplitz part ` +
+    `of W (each diagonal's mean) explains ${Math.round(100 * score)} % of ` +
+    `its variance (Toeplitz score ${score.toFixed(2)}). Colours run from ` +
+    `-${format(vmax)} to ${format(vmax)}, ${scale}.`
+  );
 }
 
 // The matrix shown, on a diverging map from :math:`-v` to :math:`v`:
@@ -1397,6 +1477,8 @@ function spatialWeights(figures, state, { n, step, shown, vmax }) {
     `${PARTS[state.part]} of ${state.model}, layer ${state.layer}, at` +
       ` step ${step}: row i mixes positions j ≤ i.`,
   );
+  // Above the diagonal the causal :math:`W` is 0 by construction: left
+  // blank, not drawn as a white 0.
   const box = squareBox();
   const causal = (i, j) => (j <= i ? shown[i * n + j] : NaN);
   heatMap(root, box, [n, n], causal, {
@@ -1428,6 +1510,7 @@ function diagonalProfile(figures, state, w, n) {
     xlabel: "offset i - j",
     ylabel: "mean of the diagonal",
   });
+  // The axis at 0, the profile as a line, and a dot at each offset.
   const profile = { points: means.map((v, k) => [k, v]), colour: COLOURS[0] };
   lines(root, x, y, [segment([0, 0], [state.maxOffset, 0]), profile]);
   for (const [k, v] of means.entries()) {
@@ -1471,6 +1554,8 @@ function curvesView(el, props) {
     if (lr === undefined) return "";
     return `${format(lr)}${lr === pairs[state.pair].best_lr ? " (best)" : ""}`;
   };
+  // The slider moves through the pair's rates by index; ``rate`` is kept
+  // so that choosing another pair can narrow it.
   const rate = slider(
     controls,
     "learning rate",
@@ -1570,6 +1655,7 @@ function lossCurves(figures, el, state, reference, groups) {
   const box = plotBox(width);
   const all = series.flatMap((s) => s.points);
   const [lo, hi] = paddedRange(all.map((p) => p[1]));
+  // Steps from 0 to the last one drawn along :math:`x`.
   const last = Math.max(1, ...all.map((p) => p[0]));
   const x = scale(0, last, box.x, box.x + box.w);
   const y = scale(lo, hi, box.y + box.h, box.y);
@@ -1648,6 +1734,8 @@ function scalingView(el, props) {
     show: (v) => String(2 ** v),
   };
   slider(controls, "dₖ", dimensions, view.set("log2d"));
+  // The number of keys; the scale or none; the draw; the order of the
+  // bars.
   const keys = { min: 2, max: 64, value: state.n };
   slider(controls, "keys", keys, view.set("n"));
   const scales = ["1/√dₖ", "none"];
@@ -1668,6 +1756,8 @@ function scalingView(el, props) {
     const top = Math.max(...w);
     oneQuery(figures, state, { d, scaled, w, entropy, top });
     entropyAgainstD(figures, state);
+    // The caption: the spread of the scores (:math:`\sqrt{d_k}` unscaled,
+    // 1 scaled) and what this draw's row does with it.
     return (
       `At dₖ = ${d} the scores have a spread of ` +
       `${scaled ? "1" : `√${d} = ${format(Math.sqrt(d))}`}; this draw's ` +
@@ -1690,6 +1780,8 @@ function oneQuery(figures, state, { d, scaled, w, entropy, top }) {
       `weight is ${top.toFixed(2)}, the entropy ${entropy.toFixed(2)} ` +
       `nats.`,
   );
+  // One slot a key along :math:`x`, each bar at the middle of its
+  // slot; the weight from 0 to 1 along :math:`y`.
   const box = plotBox();
   const x = scale(0, n, box.x, box.x + box.w);
   const y = scale(0, 1, box.y + box.h, box.y);
@@ -1712,6 +1804,7 @@ function oneQuery(figures, state, { d, scaled, w, entropy, top }) {
       }),
     );
   });
+  // The weight every key would get if the softmax were flat.
   const uniform = { colour: "#555", dash: "3 3", width: 1 };
   lines(root, x, y, [segment([0, 1 / n], [n, 1 / n], uniform)]);
   legend(root, box, [{ label: `uniform 1/${n}`, ...uniform }], "top-right");
@@ -1724,7 +1817,7 @@ function entropyAgainstD(figures, state) {
   const n = state.n;
   const root = panel(
     figures,
-    `mean entropy over 200 draws, ${n} keys`,
+    `mean entropy, ${n} keys, 200 draws`,
     `The mean entropy of a row of ${n} weights against dₖ from 1 to ` +
       `1024, with the scale (flat) and without it (falling towards 0); ` +
       `at most ln ${n} = ${Math.log(n).toFixed(2)} nats.`,
@@ -1742,9 +1835,10 @@ function entropyAgainstD(figures, state) {
       }
       return [e, total / 200];
     });
+  // Room above :math:`\ln n` for the legend, clear of the curves.
   const box = plotBox();
   const x = scale(0, 10, box.x, box.x + box.w);
-  const y = scale(0, Math.log(n) * 1.05, box.y + box.h, box.y);
+  const y = scale(0, Math.log(n) * 1.55, box.y + box.h, box.y);
   axes(root, box, x, y, [0, 10], [0, Math.log(n)], {
     xlabel: "dₖ (log scale)",
     ylabel: "entropy (nats)",
@@ -1767,20 +1861,25 @@ function entropyAgainstD(figures, state) {
     },
   ];
   lines(root, x, y, [...curves, chosenAt(state.log2d, Math.log(n))]);
-  legend(root, box, curves, "bottom-left");
+  legend(root, box, curves, "top-right");
 }
 
 // ------------------------------------------------------
 // The anywidget entry point, also what the site's loader calls
 
-// The views' style, in parts. The view in the system's sans-serif font;
-// its controls in a row that wraps, each control's name beside its input.
+// The views' style, in parts. The view in the system's sans-serif font,
+// 14 px, as the book's text around it.
 const VIEW_STYLE = `
 .mx-view {
   font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
   color: #222;
   margin: 0.5rem 0 1rem;
 }
+`;
+
+// Its controls in a row that wraps, each control's name beside its input
+// (a fieldset's border and padding taken off).
+const CONTROLS_STYLE = `
 .mx-controls {
   display: flex;
   flex-wrap: wrap;
@@ -1801,8 +1900,7 @@ const VIEW_STYLE = `
 `;
 
 // A control's name in bold, the same for a label and a fieldset's
-// legend (which browsers otherwise set apart); sliders and lists at
-// least 28 px tall, for a finger.
+// legend (which browsers otherwise set apart).
 const NAME_STYLE = `
 .mx-control > label:first-child, .mx-view .mx-choice legend {
   font-weight: 600;
@@ -1813,6 +1911,11 @@ const NAME_STYLE = `
   margin: 0 0.4rem 0 0;
   padding: 0;
 }
+`;
+
+// Sliders and lists at least 28 px tall, for a finger; a slider's
+// readout in figures of one width, so that it does not jitter.
+const INPUT_STYLE = `
 .mx-control input[type=range] {
   width: 7rem;
   accent-color: #1f77b4;
@@ -1828,7 +1931,7 @@ const NAME_STYLE = `
 `;
 
 // A choice's radio inputs hidden but focusable, their labels drawn as
-// a row of buttons, the chosen one filled, the focused one outlined.
+// a row of buttons.
 const CHOICE_STYLE = `
 .mx-choice input { position: absolute; opacity: 0; width: 1px; height: 1px; }
 .mx-choice label {
@@ -1841,6 +1944,10 @@ const CHOICE_STYLE = `
   cursor: pointer;
   margin: 0 -1px 2px 0;
 }
+`;
+
+// The chosen button filled, the focused one outlined in orange.
+const CHOSEN_STYLE = `
 .mx-choice input:checked + label {
   background: #1f77b4;
   color: #fff;
@@ -1861,18 +1968,28 @@ const PANEL_STYLE = `
 .mx-panel svg { width: 100%; height: auto; display: block; }
 `;
 
-// The panels' text, lines and marks.
-const SVG_STYLE = `
+// The panels' text: ``TEXT`` units, a title a little larger and bold;
+// tick labels centred on their tick, or ended or started at it.
+const TEXT_STYLE = `
 .mx-panel text {
-  font-size: 11.5px;
+  font-size: 16px;
   fill: #222;
   font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
 }
-.mx-panel .mx-title { font-size: 13px; font-weight: 600; text-anchor: middle; }
+.mx-panel .mx-title {
+  font-size: 16.5px;
+  font-weight: 600;
+  text-anchor: middle;
+}
 .mx-panel .mx-tick { text-anchor: middle; }
 .mx-panel .mx-right { text-anchor: end; }
 .mx-panel .mx-left { text-anchor: start; }
-.mx-panel .mx-label { text-anchor: middle; font-size: 12.5px; }
+.mx-panel .mx-label { text-anchor: middle; font-size: 16px; }
+`;
+
+// The panels' lines and marks: axes, frames, the shaded span, the slope
+// dots, the legend's box, sharp pixels for a matrix, thin level sets.
+const MARK_STYLE = `
 .mx-axes line { stroke: #222; }
 .mx-frame { fill: none; stroke: #222; stroke-width: 0.8; }
 .mx-frame-solid { stroke: #222; stroke-width: 0.6; }
@@ -1888,12 +2005,27 @@ const SVG_STYLE = `
   stroke-width: 0.6;
   stroke-opacity: 0.6;
 }
-.mx-caption { margin: 0.3rem 0 0; font-size: 0.9em; color: #444; }
+`;
+
+// The caption under the panels, as large as the view's text, in grey.
+const CAPTION_STYLE = `
+.mx-caption { margin: 0.3rem 0 0; color: #444; }
 `;
 
 // All of it, added once to the document (or to the shadow root a notebook
 // front end may draw a widget in).
-const STYLE = [VIEW_STYLE, NAME_STYLE, CHOICE_STYLE, PANEL_STYLE, SVG_STYLE];
+const STYLE = [
+  VIEW_STYLE,
+  CONTROLS_STYLE,
+  NAME_STYLE,
+  INPUT_STYLE,
+  CHOICE_STYLE,
+  CHOSEN_STYLE,
+  PANEL_STYLE,
+  TEXT_STYLE,
+  MARK_STYLE,
+  CAPTION_STYLE,
+];
 
 // Every view by the name the package gives it (``mixers.live.VIEW_NAMES``;
 // ``tests/test_live.py`` checks that the two lists agree).
