@@ -134,7 +134,7 @@ def test_a_results_file_that_does_not_read_back_is_not_done(
 
 
 def test_the_plan_fits_one_short_call_on_one_h100(capsys):
-    """--plan names all six experiments, one line each, and predicts the
+    """--plan names all seven experiments, one line each, and predicts the
     whole gpu plan at most 8 minutes on one H100 with 8 workers, without
     training anything."""
     run_all.main(["--profile", "gpu", "--plan", "--workers", "8"])

@@ -60,6 +60,7 @@ EXPERIMENTS = (
     "glu_variants",
     "gmlp",
     "alibi_extrapolation",
+    "retrieval",
     "side_by_side",
 )
 DURATIONS = {

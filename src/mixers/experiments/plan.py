@@ -3,7 +3,7 @@ GPU takes to train them all at once, and a chapter's live run sized to a
 reader's GPU.
 
 GPUs come in short windows (a free Colab session, a rented quarter of an
-hour), so the ``gpu`` settings of the six experiments are sized to train
+hour), so the ``gpu`` settings of the seven experiments are sized to train
 together, as concurrent processes on one GPU, in one short call
 (``python -m mixers.experiments.all --profile gpu --workers 8``, whose
 ``--plan`` prints this prediction without training).
@@ -210,15 +210,16 @@ PLAN_TRAIN = dict(batch_size=64, seq_len=256, warmup_steps=50,
 def durations(cpu: str, runs: int, steps: int) -> dict[str, str]:
     """How long an experiment takes per profile, for its ``--help``: seconds
     for ``smoke``; ``cpu`` as measured; for ``gpu``, ``runs`` runs of
-    ``steps`` steps, a few minutes on one GPU, and the six experiments go at
+    ``steps`` steps, a few minutes on one GPU, and the seven experiments go at
     once through ``mixers.experiments.all``, whose ``--plan`` says how
     long."""
     return {
         "smoke": "seconds",
         "cpu": cpu,
         "gpu": (
-            f"a few minutes on one GPU ({runs} runs of {steps} steps); all six"
-            " at once: python -m mixers.experiments.all --profile gpu --plan"
+            f"a few minutes on one GPU ({runs} runs of {steps} steps); all"
+            " seven at once: python -m mixers.experiments.all --profile gpu"
+            " --plan"
         ),
     }
 
