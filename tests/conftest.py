@@ -5,6 +5,7 @@ import sys
 import warnings
 
 import pytest
+import skip_gate
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 
@@ -36,6 +37,12 @@ if os.environ.get("MIXERS_FAKE_CUDA") == "1":
         return True
 
     torch.cuda.is_available = _fake_is_available
+
+
+def pytest_configure(config):
+    """CI (``MIXERS_SKIPS_ALLOWED`` set) fails on a skip it does not allow
+    (tests/skip_gate.py)."""
+    skip_gate.register(config)
 
 
 @pytest.fixture(scope="module", autouse=True)
