@@ -31,9 +31,9 @@ import pytest
 import test_site
 from test_site import (
     ANNOTATED_PAGES,
+    HANG_MS,
     ROOT,
     SCREENSHOTS,
-    SECONDS,
     WIDTHS,
     screenshot_name,
     wait_for_views_and_maths,
@@ -75,7 +75,7 @@ def open_page(browser, site_url, page_path, width):
     context = browser.new_context(
         viewport=WIDTHS[width], has_touch=width == "phone"
     )
-    context.set_default_timeout(30 * SECONDS)
+    context.set_default_timeout(HANG_MS)
     page = context.new_page()
     page.goto(f"{site_url}/{page_path}.html", wait_until="load")
     # Typeset maths changes the page's height: wait for it first.
@@ -96,7 +96,7 @@ def test_the_contents_are_one_tap_away(site_url, browser, page_path, width):
         buttons.tap() if width == "phone" else buttons.click()
         drawer = page.locator(DRAWER)
         links = drawer.locator("a.nav-link").filter(visible=True)
-        links.first.wait_for(timeout=10 * SECONDS)
+        links.first.wait_for(timeout=HANG_MS)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(
             path=SCREENSHOTS
@@ -126,7 +126,7 @@ def test_the_contents_are_one_tap_away(site_url, browser, page_path, width):
             " const r = e && e.getBoundingClientRect();"
             " return r && r.top >= 0 && r.top < innerHeight; }",
             arg=href[1:],
-            timeout=10 * SECONDS,
+            timeout=HANG_MS,
         )
     finally:
         context.close()
@@ -194,7 +194,7 @@ def test_a_name_in_a_note_links_to_its_definition(site_url, browser, width):
                 ".getBoundingClientRect(); return r.top >= 0"
                 " && r.top < innerHeight; }",
                 arg=anchor,
-                timeout=10 * SECONDS,
+                timeout=HANG_MS,
             )
     finally:
         context.close()
@@ -331,7 +331,7 @@ def test_the_attention_page_folds_its_plumbing_and_a_link_opens_it(
             " const r = e.getBoundingClientRect();"
             " return e.closest('details').open && r.height > 0"
             " && r.top >= 0 && r.top < innerHeight; }",
-            timeout=10 * SECONDS,
+            timeout=HANG_MS,
         )
     finally:
         context.close()
