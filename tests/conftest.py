@@ -45,6 +45,40 @@ def pytest_configure(config):
     skip_gate.register(config)
 
 
+# The quick subset for the edit-test loop, `pytest -m "not slow"` (README): it
+# leaves out what is marked slow here, each run in full by the plain `pytest`.
+# Slow: every chapter notebook (nbval), every test that drives the browser
+# over the built site, the gpu_check rehearsal, and the tests below that
+# start fresh processes which compile or train (CPU seconds each, measured on
+# the shared two-core machine, 2026-11-27).
+SLOW_FIXTURES = {"browser", "site_url", "rehearsal"}
+SLOW_TESTS = {
+    # a child pytest over a subset of the suite: 35 s
+    "tests/test_cuda_absent_independence.py::test_the_suite_passes_as_if_cuda_were_present",
+    # four fresh processes compiling flex_attention
+    "tests/test_conventions.py::test_flex_equals_eager_at_every_length_in_fresh_processes_with_an_empty_compile_cache",
+    # a fresh process compiling three models with inductor
+    "tests/test_train.py::test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one",
+}
+SLOW_FILES = set()
+
+
+def is_slow(item) -> bool:
+    path = item.nodeid.split("::")[0]
+    return (
+        path.startswith("book/")
+        or path in SLOW_FILES
+        or item.nodeid.split("[")[0] in SLOW_TESTS
+        or bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_slow(item):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def runs_on_the_cpu():
     """Every test runs on the CPU, on any machine: ``MIXERS_DEVICE=cpu``
