@@ -604,3 +604,26 @@ def test_the_reader_is_not_sent_to_what_is_not_there():
     assert "attn.data.masked_fill_(attn_mask, -float('inf'))" in attention
     assert "attn_mask = attn_mask.eq(0)" in attention
     assert "the listing of `lr_at` above" not in prose("baseline")
+
+
+def test_a_command_is_said_to_write_where_it_writes():
+    """An experiment's command line writes ``runs/NAME-PROFILE.json`` unless
+    ``--out`` names another folder (mixers.results.runs_dir): a page that
+    says a command writes ``book/results/...`` shows ``--out book/results``
+    in that command."""
+    pages = {"intro": (BOOK / "intro.md").read_text(encoding="utf-8")}
+    pages |= {p.stem: prose(p.stem) for p in BOOK.glob("*.ipynb")}
+    said = 0
+    for page, text in pages.items():
+        for claim in re.finditer(r"writes `(book/results|runs)/", text):
+            commands = re.findall(
+                r"python -m mixers\.experiments\.[^\n`]*",
+                text[: claim.start()],
+            )
+            assert commands, f"{page}: no command before {claim.group()}"
+            to_book = "--out book/results" in commands[-1]
+            assert to_book == (claim.group(1) == "book/results"), (
+                f"{page}: `{commands[-1]}` is said to write {claim.group()}..."
+            )
+            said += 1
+    assert said >= 1  # the intro's example is read

@@ -331,7 +331,17 @@ def wait_for_views_and_maths(page, problems):
 
 def untypeset_maths(page) -> list[str]:
     found = page.evaluate("""() => {
-        const text = document.body.innerText, found = [];
+        // The visible text, less code: a regular expression in a listing
+        // may hold \\( legitimately. A listing's comments and docstrings are
+        // prose (typeset on the site), so they stay in.
+        const prose = n => !n.parentElement.closest("pre, code, script, style")
+            || n.parentElement.closest(".c, .c1, .cm, .ch, .cs, .sd");
+        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+        let text = "";
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+            if (n.parentElement.checkVisibility() && prose(n)) text += n.data;
+        }
+        const found = [];
         for (const delimiter of ["\\\\(", "\\\\[", "$$"]) {
             const at = text.indexOf(delimiter);
             if (at >= 0) found.push([delimiter, text.slice(Math.max(0, at - 30), at + 50)]);
