@@ -78,6 +78,8 @@ SLOW_TESTS = {
     "tests/test_conventions.py::test_flex_equals_eager_at_every_length_in_fresh_processes_with_an_empty_compile_cache",
     # a fresh process compiling three models with inductor: 115 s and more
     "tests/test_train.py::test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one",
+    # every chapter's live run trained on its GPU branch: 34 s
+    "tests/test_live_run.py::test_every_chapters_live_run_takes_its_gpu_branch_on_a_cpu",
     # compiled flex_attention or decoding steps: 10-22 s each
     "tests/test_alibi.py::test_flex_compiled_matches_eager_and_sdpa",
     "tests/test_decoding.py::test_a_compiled_decoding_step_writes_what_the_eager_one_writes",
