@@ -78,6 +78,9 @@ SLOW_TESTS = {
     "tests/test_conventions.py::test_flex_equals_eager_at_every_length_in_fresh_processes_with_an_empty_compile_cache",
     # a fresh process compiling three models with inductor: 115 s and more
     "tests/test_train.py::test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one",
+    # processes that train and are stopped, or save at once: 8-10 s each
+    "tests/test_runs_share_a_folder.py::test_sigterm_to_all_with_workers_ends_them_and_keeps_what_finished",
+    "tests/test_runs_share_a_folder.py::test_a_save_waits_for_another_process_s_save_and_loses_no_run",
     # every chapter's live run trained on its GPU branch: 34 s
     "tests/test_live_run.py::test_every_chapters_live_run_takes_its_gpu_branch_on_a_cpu",
     # compiled flex_attention or decoding steps: 10-22 s each
