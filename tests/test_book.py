@@ -158,7 +158,7 @@ def test_the_colab_install_keeps_the_torch_already_installed():
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=1800,  # a hang's limit
         check=True,
     )
     installs = [

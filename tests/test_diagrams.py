@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_book import ROOT, toc_files
-from test_site import SECONDS, WIDTHS, browser, site_url  # noqa: F401
+from test_site import HANG_MS, SECONDS, WIDTHS, browser, site_url  # noqa: F401
 
 import mixers.alibi
 import mixers.attention
@@ -328,7 +328,7 @@ def _shown_diagrams(browser, site_url, width):  # noqa: F811
     found = []
     try:
         for path in toc_files():
-            page.goto(f"{site_url}/{path}.html", timeout=60 * SECONDS)
+            page.goto(f"{site_url}/{path}.html", timeout=HANG_MS)
             for file, shown, tall in page.evaluate(
                 SHOWN, sorted(diagrams.DIAGRAMS)
             ):

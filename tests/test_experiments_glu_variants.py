@@ -231,8 +231,7 @@ def test_cpu_settings_are_those_of_the_committed_run():
     from mixers.train import get_profile
 
     path = results_path("glu_variants", "cpu")
-    if not path.is_file():
-        pytest.skip("no committed cpu results")
+    assert path.is_file(), f"the committed cpu results are missing: {path}"
     committed = json.loads(path.read_text())
     settings = glu_variants.SETTINGS["cpu"]
     train = asdict(replace(get_profile("cpu").train, **settings["train"]))

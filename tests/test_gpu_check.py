@@ -2,8 +2,9 @@
 plan stopped midway by a hook (a count of saved runs, not a clock); and the stage machinery on
 commands of a few lines: a stage stopped at its deadline with its whole process group, a failure
 recorded and the next stage still run, the budget shared out. No verdict depends on how long
-anything took: a stage that a busy machine makes overrun its allotment is stopped, and that is
-allowed where the test does not stop it on purpose."""
+anything took: the rehearsal's budget (7,200 s, each stage's allotment 15 times its GPU one: 20
+minutes and more) is a budget for a hang, not a clock that a busy machine beats: every stage but
+the one the hook stops must end "ok", and every check below runs on every machine."""
 
 import importlib.util
 import json
@@ -69,7 +70,8 @@ def runs_in(path: Path) -> int:
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
     """One rehearsal, its plan stopped once one run is saved. The budget is large: on a busy
-    machine the stages take longer, and only the hook stops one on purpose."""
+    machine the stages take longer, and only the hook stops one; a stage stopped by its time
+    is a hang, and fails the tests below."""
     folder = tmp_path_factory.mktemp("rehearsal")
     out, work = folder / "out", folder / "work"
     # a bare machine: no installed package, the working tree's src only
@@ -96,7 +98,7 @@ def test_the_rehearsal_writes_its_files_and_no_stage_fails(rehearsal):
     assert list(stages) == [stage.name for stage in gpu_check.STAGES]
     assert stages["alibi"]["status"] == "not rehearsed"
     for name in ("train_step", "generation", "correctness"):
-        assert stages[name]["status"] in ("ok", "stopped"), stages[name]
+        assert stages[name]["status"] == "ok", stages[name]
     log = (out / "gpu_check.log").read_text()
     assert "gpu check incomplete" in log
 
@@ -126,28 +128,28 @@ def test_each_benchmark_that_ended_is_in_the_results(rehearsal):
         ("train_step", "train_step"),
         ("generation", "generation"),
     ):
-        if summary["stages"][stage]["status"] == "ok":
-            assert f"{name}-smoke.json" in names
-            results = json.loads(
-                (folder / "results" / f"{name}-smoke.json").read_text()
-            )
-            assert results["provenance"]["profile"] == "smoke"
+        assert summary["stages"][stage]["status"] == "ok"
+        assert f"{name}-smoke.json" in names
+        results = json.loads(
+            (folder / "results" / f"{name}-smoke.json").read_text()
+        )
+        assert results["provenance"]["profile"] == "smoke"
 
 
 def test_the_checks_ran_every_layer_and_decoder(rehearsal):
     _, out, _, summary, _ = rehearsal
     checked = json.loads((out / "correctness.json").read_text())
-    if summary["stages"]["correctness"]["status"] == "ok":
-        assert checked["complete"] and checked["ok"]
-        assert {r["model"] for r in checked["decoding"]} == {
-            "attention",
-            "alibi",
-            "rotary",
-            "gmlp",
-        }
-        assert all(
-            r["same_sampled_tokens"] for r in checked["decoding"] if r["cache"]
-        )
+    assert summary["stages"]["correctness"]["status"] == "ok"
+    assert checked["complete"] and checked["ok"]
+    assert {r["model"] for r in checked["decoding"]} == {
+        "attention",
+        "alibi",
+        "rotary",
+        "gmlp",
+    }
+    assert all(
+        r["same_sampled_tokens"] for r in checked["decoding"] if r["cache"]
+    )
     assert {(r["layer"], r["backend"]) for r in checked["layers"]} == {
         ("attention", "eager"), ("attention", "sdpa"), ("alibi", "eager"), ("alibi", "sdpa"),
         ("rotary", "eager"), ("rotary", "sdpa"),
@@ -196,7 +198,9 @@ def test_a_stopped_stage_ends_with_its_whole_process_group(tmp_path):
     assert (
         record["status"] == "stopped" and record["stopped"] == "the child runs"
     )
-    assert record["killed"] == 1  # the child: SIGINT did not end it
+    # the child, which SIGINT does not end; the parent too where a busy
+    # machine kept it from ending on SIGINT within the half second
+    assert record["killed"] in (1, 2)
     assert alive_in_group(record["process_group"]) == []
     assert not is_alive(int(ready.read_text()))
     assert "started" in log
@@ -204,12 +208,13 @@ def test_a_stopped_stage_ends_with_its_whole_process_group(tmp_path):
 
 def test_a_stage_past_its_deadline_is_stopped(tmp_path):
     """A stage that never ends on its own is stopped by its deadline (whenever the deadline
-    comes, the answer is the same)."""
+    comes, the answer is the same). The grace is long: the stage ends on SIGINT, and the wait
+    ends as soon as it has, however busy the machine."""
     record = gpu_check.run_stage(
         python("import time; time.sleep(600)"),
         Lines(),
         time.monotonic(),
-        grace=5,
+        grace=120,
     )
     assert (
         record["status"] == "stopped"

@@ -172,7 +172,7 @@ def test_views_js_computes_what_the_package_computes(tmp_path):
         env={**os.environ, "MIXERS_FIXTURES": str(path)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=1800,  # a hang's limit
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert re.search(r"# fail 0", run.stdout), run.stdout

@@ -31,9 +31,9 @@ import pytest
 import test_site
 from test_site import (
     ANNOTATED_PAGES,
+    HANG_MS,
     ROOT,
     SCREENSHOTS,
-    SECONDS,
     WIDTHS,
     screenshot_name,
     wait_for_views_and_maths,
@@ -75,7 +75,7 @@ def open_page(browser, site_url, page_path, width):
     context = browser.new_context(
         viewport=WIDTHS[width], has_touch=width == "phone"
     )
-    context.set_default_timeout(30 * SECONDS)
+    context.set_default_timeout(HANG_MS)
     page = context.new_page()
     page.goto(f"{site_url}/{page_path}.html", wait_until="load")
     # Typeset maths changes the page's height: wait for it first.
@@ -96,7 +96,7 @@ def test_the_contents_are_one_tap_away(site_url, browser, page_path, width):
         buttons.tap() if width == "phone" else buttons.click()
         drawer = page.locator(DRAWER)
         links = drawer.locator("a.nav-link").filter(visible=True)
-        links.first.wait_for(timeout=10 * SECONDS)
+        links.first.wait_for(timeout=HANG_MS)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(
             path=SCREENSHOTS
@@ -126,7 +126,7 @@ def test_the_contents_are_one_tap_away(site_url, browser, page_path, width):
             " const r = e && e.getBoundingClientRect();"
             " return r && r.top >= 0 && r.top < innerHeight; }",
             arg=href[1:],
-            timeout=10 * SECONDS,
+            timeout=HANG_MS,
         )
     finally:
         context.close()
@@ -194,7 +194,7 @@ def test_a_name_in_a_note_links_to_its_definition(site_url, browser, width):
                 ".getBoundingClientRect(); return r.top >= 0"
                 " && r.top < innerHeight; }",
                 arg=anchor,
-                timeout=10 * SECONDS,
+                timeout=HANG_MS,
             )
     finally:
         context.close()
@@ -242,71 +242,73 @@ MEASURES = """(reachLines) => {
 }"""
 
 
-@pytest.mark.parametrize(
-    "page_path", ALL_PAGES, ids=lambda path: Path(path).name
+@pytest.fixture(
+    scope="module", params=ALL_PAGES, ids=lambda path: Path(path).name
 )
-def test_the_page_reads_like_labml_s(site_url, browser, page_path):
-    context, page = open_page(browser, site_url, page_path, "desktop")
+def desktop_page(request, browser, site_url):
+    """Each annotated page loaded and typeset once at 1280 px, for the checks
+    that only read it (pytest runs every test of one page before it opens
+    the next): one page load, not one a check."""
+    context, page = open_page(browser, site_url, request.param, "desktop")
     try:
-        found = page.evaluate(MEASURES, REACH_LINES)
-        print(
-            f"{page_path}: {found['page']:,} px, notes beside code at least"
-            f" {found['share'][0] if found['share'] else 1:.0%} of the width,"
-            f" blank code column {found['blank']:.1%},"
-            f" code with no note in reach {found['bare']:.1%}"
-            f" (beside no note at all {found['strictBare']:.1%})"
-        )
-        problems = []
-        if found["share"] and found["share"][0] < NOTES_LEAST_SHARE:
-            share, where = found["share"]
-            problems.append(
-                f"a note beside code is {share:.0%} of the width, under"
-                f" {NOTES_LEAST_SHARE:.0%} (section {where!r})"
-            )
-        if found["blank"] > BLANK_MOST_SHARE:
-            problems.append(
-                f"the code column stands blank beside notes for"
-                f" {found['blank']:.1%} of the page's height, over"
-                f" {BLANK_MOST_SHARE:.0%}"
-            )
-        if page_path.endswith("views_js") and found["bare"] > BARE_MOST_SHARE:
-            problems.append(
-                f"{found['bare']:.1%} of the page's height is code with no"
-                f" note within {REACH_LINES} lines above it, over"
-                f" {BARE_MOST_SHARE:.0%}"
-            )
-        assert not problems, f"{page_path}: " + "; ".join(problems)
+        yield request.param, page
     finally:
         context.close()
 
 
-@pytest.mark.parametrize(
-    "page_path", ALL_PAGES, ids=lambda path: Path(path).name
-)
-def test_the_page_opens_on_the_module_s_idea(site_url, browser, page_path):
+def test_the_page_reads_like_labml_s(desktop_page):
+    page_path, page = desktop_page
+    found = page.evaluate(MEASURES, REACH_LINES)
+    print(
+        f"{page_path}: {found['page']:,} px, notes beside code at least"
+        f" {found['share'][0] if found['share'] else 1:.0%} of the width,"
+        f" blank code column {found['blank']:.1%},"
+        f" code with no note in reach {found['bare']:.1%}"
+        f" (beside no note at all {found['strictBare']:.1%})"
+    )
+    problems = []
+    if found["share"] and found["share"][0] < NOTES_LEAST_SHARE:
+        share, where = found["share"]
+        problems.append(
+            f"a note beside code is {share:.0%} of the width, under"
+            f" {NOTES_LEAST_SHARE:.0%} (section {where!r})"
+        )
+    if found["blank"] > BLANK_MOST_SHARE:
+        problems.append(
+            f"the code column stands blank beside notes for"
+            f" {found['blank']:.1%} of the page's height, over"
+            f" {BLANK_MOST_SHARE:.0%}"
+        )
+    if page_path.endswith("views_js") and found["bare"] > BARE_MOST_SHARE:
+        problems.append(
+            f"{found['bare']:.1%} of the page's height is code with no"
+            f" note within {REACH_LINES} lines above it, over"
+            f" {BARE_MOST_SHARE:.0%}"
+        )
+    assert not problems, f"{page_path}: " + "; ".join(problems)
+
+
+def test_the_page_opens_on_the_module_s_idea(desktop_page):
     """No import or ``__all__`` is in view before the folds are opened, and
     every fold's bar says what it holds (the names it folds, or "The
     imports"), with its count of lines."""
-    context, page = open_page(browser, site_url, page_path, "desktop")
-    try:
-        first, bars = page.evaluate("""() => [
-            [...document.querySelectorAll(".annotated-code pre")]
-                .filter((pre) => pre.checkVisibility())
-                .map((pre) => pre.textContent.split("\\n").find((l) => l.trim()) ?? "")[0] ?? "",
-            [...document.querySelectorAll("details.annotated-fold > summary")]
-                .map((bar) => bar.textContent.trim()),
-        ]""")
-        assert not first.startswith(("import ", "from ", "__all__")), (
-            f"{page_path} opens on {first!r}"
-        )
-        for bar in bars:
-            assert re.fullmatch(
-                r"(The imports( and __all__)?|Helpers: .+|Plumbing: .+)"
-                r" \(\d+ lines?\)",
-                bar,
-            ), bar
-    finally:
-        context.close()
+    page_path, page = desktop_page
+    first, bars = page.evaluate("""() => [
+        [...document.querySelectorAll(".annotated-code pre")]
+            .filter((pre) => pre.checkVisibility())
+            .map((pre) => pre.textContent.split("\\n").find((l) => l.trim()) ?? "")[0] ?? "",
+        [...document.querySelectorAll("details.annotated-fold > summary")]
+            .map((bar) => bar.textContent.trim()),
+    ]""")
+    assert not first.startswith(("import ", "from ", "__all__")), (
+        f"{page_path} opens on {first!r}"
+    )
+    for bar in bars:
+        assert re.fullmatch(
+            r"(The imports( and __all__)?|Helpers: .+|Plumbing: .+)"
+            r" \(\d+ lines?\)",
+            bar,
+        ), bar
 
 
 def test_the_attention_page_folds_its_plumbing_and_a_link_opens_it(
@@ -331,7 +333,7 @@ def test_the_attention_page_folds_its_plumbing_and_a_link_opens_it(
             " const r = e.getBoundingClientRect();"
             " return e.closest('details').open && r.height > 0"
             " && r.top >= 0 && r.top < innerHeight; }",
-            timeout=10 * SECONDS,
+            timeout=HANG_MS,
         )
     finally:
         context.close()

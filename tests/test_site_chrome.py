@@ -29,8 +29,8 @@ import pytest
 import test_site
 from test_book import CONFIG, ROOT, toc_files
 from test_site import (
+    HANG_MS,
     SCREENSHOTS,
-    SECONDS,
     WIDTHS,
     first_visit_too_heavy,
     screenshot_name,
@@ -67,7 +67,7 @@ def test_the_site_gets_out_of_the_way(site_url, browser, page_path, width):
     context = browser.new_context(
         viewport=WIDTHS[width], has_touch=width == "phone"
     )
-    context.set_default_timeout(30 * SECONDS)
+    context.set_default_timeout(HANG_MS)
     try:
         page = context.new_page()
         downloaded = watch_network_and_console(
@@ -332,7 +332,7 @@ def search_boxes_wrong(page) -> list[str]:
         return [f"{boxes.count()} search boxes are shown, not one"]
     boxes.click()
     try:
-        page.locator("#pst-search-dialog input").wait_for(timeout=5 * SECONDS)
+        page.locator("#pst-search-dialog input").wait_for(timeout=HANG_MS)
     except Exception:
         return ["the search box does not open the search dialog"]
     page.keyboard.press("Escape")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_book import NOTEBOOKS, ROOT
-from test_site import SECONDS, WIDTHS, browser, site_url  # noqa: F401
+from test_site import HANG_MS, SECONDS, WIDTHS, browser, site_url  # noqa: F401
 
 COLUMNS = 79  # pyproject.toml's line-length
 
@@ -63,7 +63,7 @@ def test_no_code_block_of_a_chapter_scrolls_sideways_at_desktop_width(
 ):
     page_path = notebook.relative_to(ROOT).with_suffix("").as_posix()
     context = browser.new_context(viewport=WIDTHS["desktop"])
-    context.set_default_timeout(30 * SECONDS)
+    context.set_default_timeout(HANG_MS)
     try:
         page = context.new_page()
         page.goto(f"{site_url}/{page_path}.html", wait_until="load")

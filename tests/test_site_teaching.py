@@ -36,7 +36,7 @@ import pytest
 import test_site
 from test_book import ROOT, toc_files
 from test_site import (
-    SECONDS,
+    HANG_MS,
     WIDTHS,
     wait_for_views_and_maths,
     watch_network_and_console,
@@ -71,7 +71,7 @@ def test_the_page_teaches_in_view(site_url, browser, page_path, width):
     context = browser.new_context(
         viewport=WIDTHS[width], has_touch=width == "phone"
     )
-    context.set_default_timeout(30 * SECONDS)
+    context.set_default_timeout(HANG_MS)
     try:
         page = context.new_page()
         watch_network_and_console(context, page, site_url, {})

@@ -14,7 +14,7 @@ import re
 
 import pytest
 import test_site
-from test_site import LIVE_VIEW, SECONDS, WIDTHS
+from test_site import HANG_MS, LIVE_VIEW, WIDTHS
 
 # The fixtures of tests/test_site.py: one local server and one browser for
 # the module.
@@ -27,7 +27,7 @@ def open_view(browser, site_url, page_path, width="desktop"):
     context = browser.new_context(
         viewport=WIDTHS[width], has_touch=width == "phone"
     )
-    context.set_default_timeout(30 * SECONDS)
+    context.set_default_timeout(HANG_MS)
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
