@@ -213,6 +213,15 @@ def forward_uses(chapter: str) -> list[str]:
     order = chapters()
     later = order[order.index(chapter) + 1 :]
     patterns = introduced_by()
+    # Code may call a later chapter's tool (its own listing, an import) where
+    # the chapter's prose sends the reader to that chapter.
+    linked = {
+        target
+        for target in later
+        for cell in cells(chapter)
+        if cell["cell_type"] == "markdown"
+        and links_to(target).search(text_of(cell["source"]))
+    }
     problems = []
     for index, cell in enumerate(cells(chapter)):
         source = text_of(cell["source"])
@@ -237,6 +246,8 @@ def forward_uses(chapter: str) -> list[str]:
                     if not re.search(pattern, piece):
                         continue
                     if is_prose and links_to(target).search(piece):
+                        continue
+                    if not is_prose and target in linked:
                         continue
                     where = "prose" if is_prose else "code"
                     problems.append(
