@@ -99,7 +99,8 @@
         const nextCode = codeOf(next).getBoundingClientRect();
         const nextCodeTop = nextCode.top + window.scrollY;
         if (hasText(nextNote)) {
-          limit = Math.max(limit, nextCodeTop + reach(nextCode.height));
+          // the next note starts NOTE_GAP below this one's end: still inside its own code
+          limit = Math.max(limit, nextCodeTop + reach(nextCode.height) - NOTE_GAP);
           break;
         }
         limit = Math.max(limit, nextCodeTop + nextCode.height);

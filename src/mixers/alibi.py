@@ -538,7 +538,7 @@ class AlibiMultiHeadAttention(MultiHeadAttention):
         if (padded_q, padded_k) != (q_len, k_len) or q.device.type == "cpu":
             q = _pad_positions(q, padded_q)
             k, v = (_pad_positions(x, padded_k) for x in (k, v))
-        # :math:`1/\sqrt{d_\text{head}}` unless the layer says otherwise.
+        # The scale :math:`d_\text{head}^{-1/2}` unless the layer sets one.
         scale = (
             1.0 / math.sqrt(self.d_head) if self.scale is None else self.scale
         )
