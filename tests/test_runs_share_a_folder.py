@@ -609,9 +609,7 @@ def test_sigterm_while_the_workers_start_exits_143_at_once(tmp_path):
         assert "interrupted: every finished run is saved" in err
         assert "Traceback" not in err and "terminate called" not in err
         workers = {int(p.read_text()) for p in folder.glob("job-*.pid")}
-        _wait_for(
-            lambda: not any(map(_alive, workers)), "the workers to end", 30
-        )
+        _wait_for(lambda: not any(map(_alive, workers)), "the workers to end")
     finally:  # nothing left running, whatever failed
         process.kill()
         for pid in folder.glob("job-*.pid"):
