@@ -51,9 +51,10 @@ from ._checks import (
 )
 from .data import CharDataset, random_batch, sequential_windows
 from .model import LanguageModel, ModelConfig
-
-# device_name: the chapters import it from here.
-from .results import device_name, provenance  # noqa: F401
+from .results import (
+    device_name,  # noqa: F401 (the chapters import it from here)
+    provenance,
+)
 
 
 @dataclass
