@@ -50,18 +50,15 @@ except ImportError:  # Windows
 from .._checks import check_bool, check_positive_int
 from ..data import CharDataset, sequential_windows
 from ..model import LanguageModel
-
-# PROFILE_ORDER, load_results and results_path: re-exported, the chapters
-# import them from here.
 from ..results import (
-    PROFILE_ORDER,  # noqa: F401
+    PROFILE_ORDER,  # noqa: F401 (re-exported: the chapters import it)
     CorruptResults,
     ResultsNotWritten,
     check_results_file,
     check_writable_dir,
-    load_results,  # noqa: F401
+    load_results,  # noqa: F401 (re-exported: the chapters import it)
     provenance,
-    read_results,  # noqa: F401
+    read_results,  # noqa: F401 (re-exported)
     results_path,
     runs_dir,
     save_results,
