@@ -320,6 +320,9 @@ def raw_markup(page) -> list[str]:
             if (!parent || parent.closest("mjx-container, script, style, noscript, title, .mx-view svg"))
                 continue;
             if (!parent.checkVisibility() || !parent.getClientRects().length) continue;
+            // In code, only the comments and docstrings are prose: a string
+            // or a regular expression may hold backquotes and backslashes.
+            if (parent.closest("pre") && !parent.closest(".c, .c1, .cm, .ch, .cs, .sd")) continue;
             for (const [pattern, what] of patterns) {
                 const at = node.data.search(pattern);
                 if (at < 0) continue;

@@ -360,13 +360,13 @@ TITLES = {
 #: A caption for each diagram, for the chapter that places it.
 CAPTIONS = {
     "attention": "Scaled dot-product attention, step by step, with the"
-    " shapes of ``dot_product_attention``; beside the steps, a 5 × 5"
+    " shapes of dot_product_attention; beside the steps, a 5 × 5"
     " example it computes: the scores, the same with the future masked,"
     " the weights.",
     "multi_head": "Multi-head attention in the reference model: one"
     " projection, its output cut into 5 heads of 32 channels, attention"
     " in every head at once, the heads put side by side again and mixed"
-    " by ``out_proj``.",
+    " by out_proj.",
     "causal_kv_cache": "Top: the causal mask; training computes every"
     " row, a decoding step only the newest. Bottom: that step in one"
     " layer. The cache keeps the keys and values of past positions; the"

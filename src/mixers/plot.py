@@ -274,8 +274,9 @@ def _drawn_ticks(axis):
 
 
 def _readable(text) -> str:
-    """A text as a reader sees it: ``$\\mathdefault{3\\times10^{2}}$`` is
-    ``3×10^2``; at most 40 characters."""
+    """A text as a reader sees it, at most 40 characters: a tick label in
+    matplotlib's mathtext (dollar signs, TeX commands, braces) reads as
+    ``3×10^2``."""
     shown = text.get_text() if isinstance(text, plt.Text) else text
     for code, plain in (
         ("$", ""),
