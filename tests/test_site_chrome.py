@@ -238,12 +238,14 @@ def setup_bars_unclear(page, page_path: str) -> list[str]:
 
 
 # For each element: its visible text's lines, as the screen lays them out
-# (a character's line is where its box's middle is).
+# (a character's line is where its box's middle is). Typeset maths is left
+# out: its glyphs sit above and below the line by design (a root's sign, a
+# subscript), and it never breaks inside a heading (book/_static/mixers.css).
 LINES_OF = """(selector) => [...document.querySelectorAll(selector)]
     .filter(element => element.checkVisibility() && element.getClientRects().length)
     .map(element => {
         const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT, {
-            acceptNode: node => node.parentElement.closest('a.headerlink')
+            acceptNode: node => node.parentElement.closest('a.headerlink, mjx-container')
                 ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT});
         const lines = [];
         let middle = null, spaced = false;
