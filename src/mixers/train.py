@@ -572,9 +572,7 @@ def train(
     _check_arguments(
         model, dataset, config, progress, callback, profile, description
     )
-    if device is None and os.environ.get("MIXERS_DEVICE"):
-        device = check_device("MIXERS_DEVICE", os.environ["MIXERS_DEVICE"])
-    device = check_device("device", device or default_device())
+    device = _training_device(device)
     stepper, result = _prepare(model, config, device, profile)  # seeds torch
     batches = torch.Generator().manual_seed(config.seed)
     losses, clock = _LossTracker(device), _Clock(device)
@@ -592,13 +590,7 @@ def train(
         for step in bar:
             # a step: the rate of the schedule, a fresh batch, an update
             lr = _set_lr(stepper.optimizer, step, config)
-            x, y = random_batch(
-                dataset.train,
-                config.batch_size,
-                config.seq_len,
-                batches,
-                device,
-            )
+            x, y = _next_batch(dataset, config, batches, device)
             losses.add(_train_step(stepper, model, x, y, config), step)
             # the first compiled step compiles: timed on its own
             if config.compile and step == 0:
@@ -621,6 +613,21 @@ def train(
         bar.close()
     result.best_step = best.restore()
     return _finish(result, model, config, clock)
+
+
+def _training_device(device) -> torch.device:
+    """The device asked for, else ``MIXERS_DEVICE``, else the default; each
+    checked by the name it was given as."""
+    if device is None and os.environ.get("MIXERS_DEVICE"):
+        device = check_device("MIXERS_DEVICE", os.environ["MIXERS_DEVICE"])
+    return check_device("device", device or default_device())
+
+
+def _next_batch(dataset, config, generator, device):
+    """A fresh training batch ``x, y`` of ``config``'s shape."""
+    return random_batch(
+        dataset.train, config.batch_size, config.seq_len, generator, device
+    )
 
 
 class _Stepper(NamedTuple):
