@@ -446,8 +446,16 @@ def test_a_sweep_extended_for_one_pair_runs_only_its_new_jobs(
     with save_runs(tmp_path):
         first = sbs.run("smoke", progress=False, **SMALL)
     # as the command line leaves it: the finished runs, as a partial file
+    # that names its experiment and profile
     partial_path("side_by_side", "smoke", tmp_path).write_text(
-        json.dumps({"settings": first["settings"], "runs": first["runs"]})
+        json.dumps(
+            {
+                "experiment": "side_by_side",
+                "settings": first["settings"],
+                "runs": first["runs"],
+                "provenance": first["provenance"],
+            }
+        )
     )
     monkeypatch.setitem(
         sbs.SETTINGS["smoke"], "extra_lrs", {"gmlp": (1.2e-2,)}
