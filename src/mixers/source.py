@@ -140,7 +140,7 @@ def core(text: str) -> str:
     """
     lines = text.splitlines()
     tree = ast.parse(textwrap.dedent(text))
-    cuts = []  # (first line, last line, what), 1-based in ``text``
+    cuts = []  # (first line, last line, what), 1-based in the text
     for node in ast.walk(tree):
         if not isinstance(
             node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
