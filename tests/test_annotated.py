@@ -24,6 +24,7 @@ from test_book import toc_files
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from annotated import (  # noqa: E402
+    _PLAIN_TOKEN,
     Package,
     anchor_of_line,
     module_of_path,
@@ -676,3 +677,42 @@ def test_a_plumbing_part_is_named_by_what_it_defines():
         path = ROOT / "src" / (module.replace(".", "/") + ".py")
         defined = {n for s in parse_module(path.read_text()) for n in s.names}
         assert set(marked) <= defined, (module, set(marked) - defined)
+
+
+def _theme_pygments_styles():
+    """The light and dark Pygments styles the site's theme draws code with,
+    read from the theme's own settings."""
+    import configparser
+
+    import pydata_sphinx_theme
+
+    conf = configparser.ConfigParser()
+    conf.read(
+        Path(pydata_sphinx_theme.__file__).parent
+        / "theme"
+        / "pydata_sphinx_theme"
+        / "theme.conf"
+    )
+    options = conf["options"]
+    return [options["pygments_light_style"], options["pygments_dark_style"]]
+
+
+@pytest.mark.parametrize("style", _theme_pygments_styles())
+def test_the_token_spans_left_out_change_no_colour(style):
+    """The listing drops the spans of some token classes to keep its pages
+    light: in each of the theme's styles they must draw in the code's own
+    colour, with no weight, slant or background of their own."""
+    from pygments.formatters import HtmlFormatter
+
+    rules = dict(
+        re.findall(
+            r"^\.highlight(?: \.(\w+))? \{ ([^}]*) \}",
+            HtmlFormatter(style=style).get_style_defs(".highlight"),
+            re.MULTILINE,
+        )
+    )
+    own_colour = re.search(r"color: (#\w+)", rules[""]).group(1)
+    dropped = re.search(r"\(\?:([\w|]+)\)", _PLAIN_TOKEN.pattern).group(1)
+    for token_class in dropped.split("|"):
+        rule = rules.get(token_class, f"color: {own_colour}")
+        assert rule == f"color: {own_colour}", (style, token_class, rule)
