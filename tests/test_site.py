@@ -11,7 +11,7 @@ first column in view; at desktop width no displayed equation may scroll, and a c
 in one sitting (at most 16,000 px tall, shown code at most 45 % of it); and the sidebar buttons
 must work: on a phone a tap on ☰ or on the contents button opens its drawer and a tap beside the
 drawer closes it, on a desktop ☰ hides and shows the sidebar (an annotated page starts with it
-hidden: ☰ shows and hides it). A full-page screenshot of each
+hidden: ☰ shows and hides it). With ``MIXERS_SCREENSHOTS=1``, a full-page screenshot of each
 page at each width is saved beside the site, in ``_build/screenshots/PAGE-WIDTH.png`` (PAGE: its
 path under ``book/``, a slash as a dash), and one of the screen with each drawer open (phone) or
 the sidebar hidden (desktop), in ``PAGE-WIDTH-navigation.png`` and ``PAGE-WIDTH-contents.png``.
@@ -52,6 +52,9 @@ SITE = Path(
     os.environ.get("MIXERS_SITE_DIR") or ROOT / "_build" / "html"
 ).resolve()
 SCREENSHOTS = SITE.parent / "screenshots"
+# Screenshots on request (MIXERS_SCREENSHOTS=1): they are for a person
+# looking at the pages, and a full-page one costs seconds of the suite.
+SCREENSHOTS_WANTED = os.environ.get("MIXERS_SCREENSHOTS") == "1"
 WIDTHS = {
     "desktop": {"width": 1280, "height": 900},
     "phone": {"width": 390, "height": 844},
@@ -181,10 +184,8 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
         wait_for_views_and_maths(page, problems)
         first_visit = sum(downloaded.values())
 
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(
-            path=SCREENSHOTS / f"{screenshot_name(page_path)}-{width}.png",
-            full_page=True,
+        save_screenshot(
+            page, f"{screenshot_name(page_path)}-{width}", full_page=True
         )
 
         for message in (
@@ -203,9 +204,7 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + annotated_source_incomplete(page, page_path, width)
             + exercise_views(page, page_path)
             + sidebars_dead(
-                page,
-                width,
-                SCREENSHOTS / f"{screenshot_name(page_path)}-{width}",
+                page, width, f"{screenshot_name(page_path)}-{width}"
             )
         ):
             problems.setdefault(message, message)
@@ -408,6 +407,13 @@ def figures_unreadable(page, least_scale: float = 0.5) -> list[str]:
                 f"({natural:.0f} px drawn, {figure['shown']:.0f} px shown)"
             )
     return problems
+
+
+def save_screenshot(page, name: str, full_page: bool = False) -> None:
+    """``_build/screenshots/NAME.png``, when screenshots were asked for."""
+    if SCREENSHOTS_WANTED:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=full_page)
 
 
 def screenshot_name(page_path: str) -> str:
@@ -750,13 +756,13 @@ def first_visit_too_heavy(
 # The sidebars: ☰ (the book's pages) and the contents button (this page's sections).
 
 
-def sidebars_dead(page, width: str, screenshot_stem: Path) -> list[str]:
+def sidebars_dead(page, width: str, screenshot_stem: str) -> list[str]:
     """On a phone each sidebar is a drawer (a ``<dialog>``): a tap on its button opens it, showing
     its links, and a tap beside it closes it and puts the links back in the page. On a desktop the
     contents are always shown and ☰ hides the book's pages and shows them again. (The themes
     wire only the first button of each class, a hidden copy: book/_static/sidebar-toggles.js.)
     The contents button exists where the page has sections. A screenshot is taken of each drawer
-    open and of the hidden sidebar."""
+    open and of the hidden sidebar, when asked for (``save_screenshot``)."""
     from playwright.sync_api import TimeoutError
 
     page.evaluate("window.scrollTo(0, 0)")
@@ -783,7 +789,7 @@ def sidebars_dead(page, width: str, screenshot_stem: Path) -> list[str]:
                 drawer.locator("a").filter(visible=True).first.wait_for(
                     timeout=DRAWER_WAIT
                 )
-                page.screenshot(path=f"{screenshot_stem}-{name}.png")
+                save_screenshot(page, f"{screenshot_stem}-{name}")
                 # A tap on the backdrop, in the middle of the wider margin beside the drawer,
                 # once the drawer has stopped sliding in (a busy machine draws it late).
                 box, screen = settled_box(drawer), page.viewport_size
@@ -822,7 +828,7 @@ def sidebars_dead(page, width: str, screenshot_stem: Path) -> list[str]:
                     state="hidden" if shown else "visible",
                     timeout=DRAWER_WAIT,
                 )
-                page.screenshot(path=f"{screenshot_stem}-{name}.png")
+                save_screenshot(page, f"{screenshot_stem}-{name}")
                 buttons.click()
                 page.locator(sidebar).wait_for(
                     state="visible" if shown else "hidden",

@@ -7,8 +7,8 @@ contents button opens a drawer that lists the page's parts, classes and
 functions, and a link there scrolls to its section. At 1280 px the notes keep
 a readable column beside 79 columns of code. A name in a note that names
 something of the package links to an anchor that exists on the page it
-points to. Screenshots of the open drawer are saved in
-``_build/screenshots/PAGE-WIDTH-contents-drawer.png``.
+points to. With ``MIXERS_SCREENSHOTS=1``, screenshots of the open drawer are
+saved in ``_build/screenshots/PAGE-WIDTH-contents-drawer.png``.
 
 Read as labml.ai's pages read (issue 40), every annotated page at 1280 px:
 the notes take at least 40 % of the width; the code column stands blank
@@ -33,8 +33,8 @@ from test_site import (
     ANNOTATED_PAGES,
     HANG_MS,
     ROOT,
-    SCREENSHOTS,
     WIDTHS,
+    save_screenshot,
     screenshot_name,
     wait_for_views_and_maths,
 )
@@ -97,10 +97,8 @@ def test_the_contents_are_one_tap_away(site_url, browser, page_path, width):
         drawer = page.locator(DRAWER)
         links = drawer.locator("a.nav-link").filter(visible=True)
         links.first.wait_for(timeout=HANG_MS)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(
-            path=SCREENSHOTS
-            / f"{screenshot_name(page_path)}-{width}-contents-drawer.png"
+        save_screenshot(
+            page, f"{screenshot_name(page_path)}-{width}-contents-drawer"
         )
         box = drawer.bounding_box()
         screen = page.viewport_size

@@ -19,7 +19,8 @@ fixtures and page helpers of tests/test_site.py):
   end), and no formula shows a MathJax error;
 * exactly one search box is shown, and it opens the search dialog.
 
-Screenshots of the header's menus go to ``_build/screenshots/chrome-*.png``.
+With ``MIXERS_SCREENSHOTS=1``, screenshots of the header's menus go to
+``_build/screenshots/chrome-*.png``.
 """
 
 import io
@@ -30,9 +31,9 @@ import test_site
 from test_book import CONFIG, ROOT, toc_files
 from test_site import (
     HANG_MS,
-    SCREENSHOTS,
     WIDTHS,
     first_visit_too_heavy,
+    save_screenshot,
     screenshot_name,
     wait_for_views_and_maths,
     watch_network_and_console,
@@ -147,9 +148,7 @@ def header_icons_blank(page, stem: str) -> list[str]:
         if opened is not None:
             menus.nth(opened).click()
             page.locator(".dropdown-menu.show").wait_for()
-            page.screenshot(
-                path=SCREENSHOTS / f"chrome-{stem}-menu{opened}.png"
-            )
+            save_screenshot(page, f"chrome-{stem}-menu{opened}")
         roots = HEADER if opened is None else ".dropdown-menu.show"
         icons = page.evaluate(VISIBLE_ICONS, roots)
         seen += len(icons)
