@@ -11,7 +11,9 @@ first column in view; at desktop width no displayed equation may scroll, and a c
 in one sitting (at most 16,000 px tall, shown code at most 45 % of it); and the sidebar buttons
 must work: on a phone a tap on ☰ or on the contents button opens its drawer and a tap beside the
 drawer closes it, on a desktop ☰ hides and shows the sidebar (an annotated page starts with it
-hidden: ☰ shows and hides it). With ``MIXERS_SCREENSHOTS=1``, a full-page screenshot of each
+hidden: ☰ shows and hides it). The same page load runs the checks of ``tests/site_chrome.py``
+(the site around the text) and ``tests/site_teaching.py`` (what the page teaches with). With
+``MIXERS_SCREENSHOTS=1``, a full-page screenshot of each
 page at each width is saved beside the site, in ``_build/screenshots/PAGE-WIDTH.png`` (PAGE: its
 path under ``book/``, a slash as a dash), and one of the screen with each drawer open (phone) or
 the sidebar hidden (desktop), in ``PAGE-WIDTH-navigation.png`` and ``PAGE-WIDTH-contents.png``.
@@ -168,6 +170,12 @@ def browser():
     "page_path", toc_files(), ids=lambda path: Path(path).name
 )
 def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
+    # The checks of the site's chrome and of how the page teaches, each in a
+    # module of its own, share this page load (imported here: they import
+    # this module's helpers).
+    import site_chrome
+    import site_teaching
+
     problems = {}  # one message per failing URL or per distinct error, in the order seen
     # A phone has a touch screen: its sidebar buttons are tapped (a desktop's are clicked).
     context = browser.new_context(
@@ -202,9 +210,15 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + equations_scroll(page, width)
             + chapter_too_long(page, page_path, width)
             + annotated_source_incomplete(page, page_path, width)
+            + site_teaching.problems(page, page_path, width)
+            + site_chrome.problems(page, page_path, downloaded)
+            # Then the checks that move controls and open menus.
             + exercise_views(page, page_path)
             + sidebars_dead(
                 page, width, f"{screenshot_name(page_path)}-{width}"
+            )
+            + site_chrome.header_icons_blank(
+                page, f"{screenshot_name(page_path)}-{width}"
             )
         ):
             problems.setdefault(message, message)

@@ -19,8 +19,8 @@ licence, and no script and no icon font:
   the site.
 
 An icon class the theme adds later that is not in the folder falls back to the
-theme's own web font, which then loads: tests/test_site_chrome.py fails on a
-page that downloads it.
+theme's own web font, which then loads: tests/site_chrome.py (run by
+tests/test_site.py) fails on a page that downloads it.
 """
 
 import re

@@ -1,8 +1,6 @@
-"""What a page teaches with, in a browser (issue 40): the criteria every
-chapter meets (``/work/coord/NOTES.md``, "Criteria that tests will hold").
-
-Every page of the table of contents, at a desktop (1280 px) and a phone
-(390 px) width (the fixtures and page helpers of tests/test_site.py):
+"""What a page teaches with: checks that ``tests/test_site.py`` runs on every
+page it loads, at a desktop (1280 px) and a phone (390 px) width (one page
+load serves all of a page's checks).
 
 * a chapter reads in one sitting: at most 16,000 px tall at 1280 px;
 * every fold says what it holds: no "Show code cell source/content/output",
@@ -26,25 +24,9 @@ Every page of the table of contents, at a desktop (1280 px) and a phone
   is referred to, ``book/_ext/heading_maths.py``).
 
 Each failure names the page, the width, the criterion and the element.
-These hold the chapters' owners' work too: a chapter that is too tall, or a
-fold with a generic label, fails here until its chapter is rewritten.
 """
 
-from pathlib import Path
-
-import pytest
-import test_site
 from test_book import ROOT, toc_files
-from test_site import (
-    HANG_MS,
-    WIDTHS,
-    wait_for_views_and_maths,
-    watch_network_and_console,
-)
-
-# test_site's fixtures: its local server of the built site, and its browser.
-site_url = test_site.site_url
-browser = test_site.browser
 
 CHAPTERS = {page for page in toc_files() if (ROOT / f"{page}.ipynb").is_file()}
 
@@ -62,42 +44,20 @@ GENERIC_FOLD_LABELS = (
 )
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize(
-    "page_path", toc_files(), ids=lambda path: str(Path(path))
-)
-def test_the_page_teaches_in_view(site_url, browser, page_path, width):
-    problems = {}
-    context = browser.new_context(
-        viewport=WIDTHS[width], has_touch=width == "phone"
+def problems(page, page_path: str, width: str) -> list[str]:
+    """What keeps the loaded page from teaching in view; it only reads the
+    page."""
+    chapter = page_path in CHAPTERS
+    return (
+        (chapter_too_tall(page) if chapter and width == "desktop" else [])
+        + generic_fold_labels(page)
+        + (no_listing_in_view(page) if chapter else [])
+        + (formulas_too_wide(page) if width == "phone" else [])
+        + view_text_too_small(page, width)
+        + views_without_caption(page)
+        + table_words_broken(page)
+        + raw_markup(page)
     )
-    context.set_default_timeout(HANG_MS)
-    try:
-        page = context.new_page()
-        watch_network_and_console(context, page, site_url, {})
-        page.goto(f"{site_url}/{page_path}.html", wait_until="load")
-        page.wait_for_load_state("networkidle")
-        wait_for_views_and_maths(page, problems)
-        chapter = page_path in CHAPTERS
-        for message in (
-            (chapter_too_tall(page) if chapter and width == "desktop" else [])
-            + generic_fold_labels(page)
-            + (no_listing_in_view(page) if chapter else [])
-            + (formulas_too_wide(page) if width == "phone" else [])
-            + view_text_too_small(page, width)
-            + views_without_caption(page)
-            + table_words_broken(page)
-            + raw_markup(page)
-        ):
-            problems.setdefault(message, message)
-    finally:
-        context.close()
-    if problems:
-        pytest.fail(
-            f"{page_path}.html at {width} width:\n  "
-            + "\n  ".join(problems.values()),
-            pytrace=False,
-        )
 
 
 # ---------------------------------------------------------------------------
