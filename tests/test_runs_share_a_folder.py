@@ -535,9 +535,10 @@ def _wait_for(condition, what: str) -> None:
         time.sleep(0.1)
 
 
-def test_sigterm_to_all_with_workers_ends_them_and_keeps_what_finished(
-    tmp_path,
-):
+def _start_slow_experiment_with_workers(tmp_path):
+    """``experiments.all --workers 2`` over the slow experiment, started: the
+    process, its output folder, and the folder where each job writes its
+    worker's process id (``job-N.pid``)."""
     code = tmp_path / "code"
     code.mkdir()
     (code / "slow_experiment.py").write_text(textwrap.dedent(SLOW_EXPERIMENT))
@@ -553,8 +554,23 @@ def test_sigterm_to_all_with_workers_ends_them_and_keeps_what_finished(
             "MIXERS_DEVICE": "cpu",
         },
     )
+    return process, out, folder
+
+
+def _kill_what_is_left(process, folder) -> None:
+    """Nothing left running, whatever a test found: the process and every
+    worker that wrote its id."""
+    process.kill()
+    for pid_file in folder.glob("job-*.pid"):
+        if _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_sigterm_to_all_with_workers_ends_them_and_keeps_what_finished(
+    tmp_path,
+):
+    process, out, folder = _start_slow_experiment_with_workers(tmp_path)
     partial = partial_path("slow", "smoke", out)
-    workers = set()
     try:
         # job 0 finished and saved, job 1 running in a worker
         _wait_for(
@@ -573,10 +589,8 @@ def test_sigterm_to_all_with_workers_ends_them_and_keeps_what_finished(
         _wait_for(lambda: not any(map(_alive, workers)), "the workers to end")
         saved = json.loads(partial.read_text())
         assert [run["job"] for run in saved["runs"]] == [0]
-    finally:  # nothing left running, whatever failed
-        process.kill()
-        for pid in filter(_alive, workers):
-            os.kill(pid, signal.SIGKILL)
+    finally:
+        _kill_what_is_left(process, folder)
 
 
 def test_sigterm_while_the_workers_start_exits_143_at_once(tmp_path):
@@ -584,37 +598,20 @@ def test_sigterm_while_the_workers_start_exits_143_at_once(tmp_path):
     processes are still starting: the same message and exit 143, at once,
     and no process left (the interpreter's own exit waited on the starting
     pool, or aborted in torch's threads, exit -6)."""
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "slow_experiment.py").write_text(textwrap.dedent(SLOW_EXPERIMENT))
-    out, folder = tmp_path / "out", tmp_path / "pids"
-    folder.mkdir()
-    process = python(
-        ALL_WITH_WORKERS,
-        str(out),
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([SRC, str(code)]),
-            "SLOW_FOLDER": str(folder),
-            "MIXERS_DEVICE": "cpu",
-        },
-    )
+    process, out, folder = _start_slow_experiment_with_workers(tmp_path)
     try:
         # the experiment's first line: its runs are about to go to the pool
         line = process.stdout.readline()
         assert "slow, profile smoke" in line, line
         process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=120)
+        _, err = process.communicate(timeout=HANG_S)
         assert process.returncode == 143, err
         assert "interrupted: every finished run is saved" in err
         assert "Traceback" not in err and "terminate called" not in err
         workers = {int(p.read_text()) for p in folder.glob("job-*.pid")}
         _wait_for(lambda: not any(map(_alive, workers)), "the workers to end")
-    finally:  # nothing left running, whatever failed
-        process.kill()
-        for pid in folder.glob("job-*.pid"):
-            if _alive(int(pid.read_text())):
-                os.kill(int(pid.read_text()), signal.SIGKILL)
+    finally:
+        _kill_what_is_left(process, folder)
 
 
 # -----------------------------------------------------------------------------------------------
