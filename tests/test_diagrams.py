@@ -16,6 +16,7 @@
   tests skip).
 """
 
+import functools
 import re
 import subprocess
 import sys
@@ -25,7 +26,14 @@ from pathlib import Path
 import pytest
 import torch
 from test_book import ROOT, toc_files
-from test_site import HANG_MS, SECONDS, WIDTHS, browser, site_url  # noqa: F401
+from test_site import (  # noqa: F401
+    HANG_MS,
+    SECONDS,
+    SITE,
+    WIDTHS,
+    browser,
+    site_url,
+)
 
 import mixers.alibi
 import mixers.attention
@@ -321,13 +329,29 @@ def _diagram_of(file: str) -> str:
     return re.sub(r"\d*\.svg$", "", file)
 
 
+def _pages_with_a_diagram() -> list[str]:
+    """The pages of the table of contents whose HTML has an image of a
+    diagram (the others show none: no need to open them)."""
+    image = re.compile(
+        r'<img [^>]*src="[^"]*/(?:'
+        + "|".join(map(re.escape, diagrams.DIAGRAMS))
+        + r')\d*\.svg"'
+    )
+    return [
+        path
+        for path in toc_files()
+        if image.search((SITE / f"{path}.html").read_text(encoding="utf-8"))
+    ]
+
+
+@functools.cache  # both tests read the desktop width's
 def _shown_diagrams(browser, site_url, width):  # noqa: F811
     """(page, diagram, shown width, shown height) of every diagram image on
     every page of the table of contents, at ``width``."""
     page = browser.new_page(viewport=WIDTHS[width])
     found = []
     try:
-        for path in toc_files():
+        for path in _pages_with_a_diagram():
             page.goto(f"{site_url}/{path}.html", timeout=HANG_MS)
             for file, shown, tall in page.evaluate(
                 SHOWN, sorted(diagrams.DIAGRAMS)
