@@ -2,7 +2,6 @@
 page it loads, at a desktop (1280 px) and a phone (390 px) width (one page
 load serves all of a page's checks).
 
-* a chapter reads in one sitting: at most 16,000 px tall at 1280 px;
 * every fold says what it holds: no "Show code cell source/content/output",
   "Hide code cell ..." (MyST-NB's default labels) or "Click to show" on any
   page, open or closed (a chapter names its folds in the cell's metadata,
@@ -23,15 +22,15 @@ load serves all of a page's checks).
   typeset, ``book/_ext/listings.py``; a heading with maths keeps it where it
   is referred to, ``book/_ext/heading_maths.py``).
 
-Each failure names the page, the width, the criterion and the element.
+Each failure names the page, the width, the criterion and the element. (A
+chapter's height, at most 16,000 px at 1280 px, is test_site's
+``chapter_too_long``.)
 """
 
 from test_book import ROOT, toc_files
 
 CHAPTERS = {page for page in toc_files() if (ROOT / f"{page}.ipynb").is_file()}
 
-# A chapter at 1280 px, diagrams included.
-CHAPTER_MOST_PX = 16_000
 # A live view's smallest text as shown, in CSS px.
 VIEW_TEXT_LEAST_PX = {"desktop": 14.0, "phone": 12.0}
 # MyST-NB's and sphinx-togglebutton's labels, which say nothing of what a
@@ -49,8 +48,7 @@ def problems(page, page_path: str, width: str) -> list[str]:
     page."""
     chapter = page_path in CHAPTERS
     return (
-        (chapter_too_tall(page) if chapter and width == "desktop" else [])
-        + generic_fold_labels(page)
+        generic_fold_labels(page)
         + (no_listing_in_view(page) if chapter else [])
         + (formulas_too_wide(page) if width == "phone" else [])
         + view_text_too_small(page, width)
@@ -61,18 +59,7 @@ def problems(page, page_path: str, width: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
-# The chapter's length, its folds and its listings
-
-
-def chapter_too_tall(page) -> list[str]:
-    height = page.evaluate("document.documentElement.scrollHeight")
-    print(f"height at 1280 px: {height:,} px")
-    if height > CHAPTER_MOST_PX:
-        return [
-            f"length: the chapter is {height:,} px tall at 1280 px, more "
-            f"than {CHAPTER_MOST_PX:,}"
-        ]
-    return []
+# The chapter's folds and its listings
 
 
 def generic_fold_labels(page) -> list[str]:

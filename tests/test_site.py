@@ -600,6 +600,7 @@ def chapter_too_long(page, page_path: str, width: str) -> list[str]:
                     ({SHOWN_CODE_HEIGHT})(article)];
         }}"""
     )
+    print(f"{page_path}: {height:,} px tall at 1280 px")
     problems = []
     if height > CHAPTER_MOST_PX:
         problems.append(
