@@ -25,10 +25,10 @@ With ``MIXERS_SCREENSHOTS=1``, screenshots of the header's menus go to
 import io
 import re
 
-from test_book import CONFIG, ROOT, toc_files
+from test_book import CONFIG, chapter_pages
 from test_site import HANG_MS, save_screenshot
 
-CHAPTERS = {page for page in toc_files() if (ROOT / f"{page}.ipynb").is_file()}
+CHAPTERS = set(chapter_pages())
 
 
 def colab_url(page_path: str) -> str:

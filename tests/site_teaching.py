@@ -27,9 +27,9 @@ chapter's height, at most 16,000 px at 1280 px, is test_site's
 ``chapter_too_long``.)
 """
 
-from test_book import ROOT, toc_files
+from test_book import chapter_pages
 
-CHAPTERS = {page for page in toc_files() if (ROOT / f"{page}.ipynb").is_file()}
+CHAPTERS = set(chapter_pages())
 
 # A live view's smallest text as shown, in CSS px.
 VIEW_TEXT_LEAST_PX = {"desktop": 14.0, "phone": 12.0}

@@ -27,6 +27,12 @@ def toc_files() -> list[str]:
     return files
 
 
+def chapter_pages() -> list[str]:
+    """The chapters (the table of contents' notebooks), in its order: paths
+    such as ``book/attention``."""
+    return [page for page in toc_files() if (ROOT / f"{page}.ipynb").is_file()]
+
+
 BOOK = ROOT / "book"
 NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
 

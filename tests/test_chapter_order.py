@@ -22,18 +22,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-ROOT = Path(__file__).resolve().parents[1]
-BOOK = ROOT / "book"
+from test_book import BOOK, ROOT, chapter_pages
 
 
 def chapters() -> list[str]:
     """The chapters (notebooks) in the order of the table of contents."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    names = [entry["file"] for entry in toc["chapters"]]
-    return [
-        Path(name).name for name in names if (ROOT / f"{name}.ipynb").is_file()
-    ]
+    return [Path(page).name for page in chapter_pages()]
 
 
 def cells(chapter: str) -> list[dict]:

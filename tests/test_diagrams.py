@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_book import ROOT, toc_files
+from test_book import ROOT, chapter_pages, toc_files
 from test_site import (  # noqa: F401
     HANG_MS,
     SECONDS,
@@ -236,11 +236,7 @@ def test_the_legibility_rule_is_enforced_while_drawing():
 
 def test_the_map_numbers_and_names_the_chapters_as_the_toc_does():
     chapters = diagrams.chapters(ROOT)
-    notebooks = [
-        Path(entry).name
-        for entry in toc_files()
-        if (ROOT / f"{entry}.ipynb").is_file()
-    ]
+    notebooks = [Path(page).name for page in chapter_pages()]
     assert [name for _, name, _, _ in chapters] == notebooks
     assert [number for number, *_ in chapters] == list(
         range(1, len(notebooks) + 1)

@@ -17,7 +17,7 @@ import json
 
 import matplotlib
 import pytest
-from test_book import NOTEBOOKS, ROOT, toc_files
+from test_book import NOTEBOOKS, ROOT, chapter_pages
 
 matplotlib.use("agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -216,10 +216,9 @@ def test_tick_formats_are_told_apart():
 def chapter_numbers() -> dict[str, int]:
     """Notebook name -> the chapter number the site gives it (its place
     among the table of contents' notebooks)."""
-    notebooks = [
-        entry for entry in toc_files() if (ROOT / f"{entry}.ipynb").is_file()
-    ]
-    return {entry.split("/")[-1]: i + 1 for i, entry in enumerate(notebooks)}
+    return {
+        page.split("/")[-1]: i + 1 for i, page in enumerate(chapter_pages())
+    }
 
 
 def figure_outputs(notebook):

@@ -37,13 +37,14 @@ import time
 from pathlib import Path
 
 import pytest
-from test_book import ROOT, toc_files
+from test_book import ROOT, chapter_pages, toc_files
 
 from mixers.plot import SMALLEST_TEXT_KEY
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from annotated import page_of_module, parse_module  # noqa: E402
 
+CHAPTERS = set(chapter_pages())
 # Each annotated page of the package's source and the module it shows.
 ANNOTATED_PAGES = {
     page_of_module(str(path.relative_to(ROOT))): str(path.relative_to(ROOT))
@@ -590,7 +591,7 @@ SHOWN_CODE_HEIGHT = """(root) => [...root.querySelectorAll(
 
 
 def chapter_too_long(page, page_path: str, width: str) -> list[str]:
-    if width != "desktop" or not (ROOT / f"{page_path}.ipynb").is_file():
+    if width != "desktop" or page_path not in CHAPTERS:
         return []
     height, article, code = page.evaluate(
         f"""() => {{

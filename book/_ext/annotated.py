@@ -603,7 +603,10 @@ def modules_used(notebook_path, modules):
 # Token classes that both of the theme's Pygments styles draw in the code's
 # own colour (whitespace, punctuation, names): their spans change nothing on
 # screen, and a JavaScript page is two fifths lighter without them.
-_PLAIN_TOKEN = re.compile(r'<span class="(?:w|p|n|nx)">([^<]*)</span>')
+PLAIN_TOKEN_CLASSES = ("w", "p", "n", "nx")
+_PLAIN_TOKEN = re.compile(
+    rf'<span class="(?:{"|".join(PLAIN_TOKEN_CLASSES)})">([^<]*)</span>'
+)
 
 
 def _code_html(code, lexer):

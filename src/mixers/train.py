@@ -590,7 +590,13 @@ def train(
         for step in bar:
             # a step: the rate of the schedule, a fresh batch, an update
             lr = _set_lr(stepper.optimizer, step, config)
-            x, y = _next_batch(dataset, config, batches, device)
+            x, y = random_batch(
+                dataset.train,
+                config.batch_size,
+                config.seq_len,
+                batches,
+                device,
+            )
             losses.add(_train_step(stepper, model, x, y, config), step)
             # the first compiled step compiles: timed on its own
             if config.compile and step == 0:
@@ -621,13 +627,6 @@ def _training_device(device) -> torch.device:
     if device is None and os.environ.get("MIXERS_DEVICE"):
         device = check_device("MIXERS_DEVICE", os.environ["MIXERS_DEVICE"])
     return check_device("device", device or default_device())
-
-
-def _next_batch(dataset, config, generator, device):
-    """A fresh training batch ``x, y`` of ``config``'s shape."""
-    return random_batch(
-        dataset.train, config.batch_size, config.seq_len, generator, device
-    )
 
 
 class _Stepper(NamedTuple):
