@@ -25,6 +25,7 @@ With ``MIXERS_SCREENSHOTS=1``, screenshots of the header's menus go to
 import io
 import re
 
+from PIL import Image
 from test_book import CONFIG, chapter_pages
 from test_site import HANG_MS, save_screenshot
 
@@ -90,12 +91,19 @@ VISIBLE_ICONS = """(roots) => {
         const mask = before.maskImage !== 'none' ? before.maskImage
                                                  : before.webkitMaskImage;
         const path = /%3Cpath d=(?:%22|')([^%']+)/.exec(mask || '');
-        return {index, name: icon.getAttribute('class'),
+        // its box in whole pixels, as a screenshot of it would take it
+        const r = icon.getBoundingClientRect();
+        const box = [Math.floor(r.left), Math.floor(r.top),
+                     Math.ceil(r.right), Math.ceil(r.bottom)];
+        return {index, name: icon.getAttribute('class'), box,
                 width: parseFloat(before.width), height: parseFloat(before.height),
                 path: path ? path[1].length : 0};
     });
 }"""
 HEADER = ".bd-header-article, .bd-sidebar-primary .search-button-field"
+# No transition or animation is running on the page.
+SETTLED = """() => document.getAnimations()
+    .every(animation => animation.playState !== "running")"""
 
 
 def header_icons_blank(page, stem: str) -> list[str]:
@@ -113,7 +121,9 @@ def header_icons_blank(page, stem: str) -> list[str]:
             page.locator(".dropdown-menu.show").wait_for()
             save_screenshot(page, f"chrome-{stem}-menu{opened}")
         roots = HEADER if opened is None else ".dropdown-menu.show"
-        icons = page.evaluate(VISIBLE_ICONS, roots)
+        icons, screen = icons_on_a_still_screen(page, roots)
+        if screen is None:
+            problems.append(f"the icons under {roots!r} never stand still")
         seen += len(icons)
         for icon in icons:
             if icon["path"] < 20 or min(icon["width"], icon["height"]) < 6:
@@ -122,7 +132,7 @@ def header_icons_blank(page, stem: str) -> list[str]:
                     f"({icon['width']}x{icon['height']} px, path of "
                     f"{icon['path']} characters)"
                 )
-            elif blank(page.locator(f'[data-icon-index="{icon["index"]}"]')):
+            elif screen is not None and blank(page, screen, icon):
                 problems.append(f"the icon {icon['name']!r} shows nothing")
         if opened is not None:
             page.keyboard.press("Escape")
@@ -134,10 +144,34 @@ def header_icons_blank(page, stem: str) -> list[str]:
     return problems
 
 
-def blank(locator) -> bool:
-    from PIL import Image
+def icons_on_a_still_screen(page, roots: str, tries: int = 20):
+    """The visible icons under ``roots`` and one picture of the screen (the
+    viewport, in grey) for all of them, taken when the icons stand where they
+    stood before it: a sidebar just shown or a drawer just closed may still
+    be moving the header (one picture an icon took seconds a page). No
+    picture if they are still moving after ``tries`` pictures."""
+    for _ in range(tries):
+        page.wait_for_function(SETTLED)
+        icons = page.evaluate(VISIBLE_ICONS, roots)
+        screen = Image.open(io.BytesIO(page.screenshot())).convert("L")
+        if page.evaluate(VISIBLE_ICONS, roots) == icons:
+            return icons, screen
+    return icons, None
 
-    image = Image.open(io.BytesIO(locator.screenshot())).convert("L")
+
+def blank(page, screen, icon) -> bool:
+    """Whether the icon's box is one colour: read in ``screen`` (a picture of
+    the viewport, CSS px = image px) where the box lies inside it, else in a
+    picture of the icon alone (scrolled into view)."""
+    left, top, right, bottom = icon["box"]
+    if (
+        0 <= left < right <= screen.width
+        and 0 <= top < bottom <= screen.height
+    ):
+        image = screen.crop((left, top, right, bottom))
+    else:
+        locator = page.locator(f'[data-icon-index="{icon["index"]}"]')
+        image = Image.open(io.BytesIO(locator.screenshot())).convert("L")
     low, high = image.getextrema()
     return high - low < 40
 
@@ -295,11 +329,14 @@ def search_boxes_wrong(page) -> list[str]:
     """One search box or button is shown, and a click on it opens the
     search dialog."""
     boxes = page.locator(".search-button__button").filter(visible=True)
+    menu = page.locator(".primary-toggle").filter(visible=True).first
+    opened_the_pages = False
     if not boxes.count() and page.locator(".annotated-source").count():
         # an annotated page opens with the book's pages (and their search
         # box) hidden at desktop width, one tap on the menu button away
-        page.locator(".primary-toggle").filter(visible=True).first.click()
+        menu.click()
         boxes.first.wait_for()
+        opened_the_pages = True
     if boxes.count() != 1:
         return [f"{boxes.count()} search boxes are shown, not one"]
     boxes.click()
@@ -308,4 +345,9 @@ def search_boxes_wrong(page) -> list[str]:
     except Exception:
         return ["the search box does not open the search dialog"]
     page.keyboard.press("Escape")
+    page.locator("#pst-search-dialog input").wait_for(state="hidden")
+    if opened_the_pages:
+        # as the page opened: the later checks start from there
+        menu.click()
+        boxes.first.wait_for(state="hidden")
     return []

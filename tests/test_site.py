@@ -12,7 +12,8 @@ in one sitting (at most 16,000 px tall, shown code at most 45 % of it); and the 
 must work: on a phone a tap on ☰ or on the contents button opens its drawer and a tap beside the
 drawer closes it, on a desktop ☰ hides and shows the sidebar (an annotated page starts with it
 hidden: ☰ shows and hides it). The same page load runs the checks of ``tests/site_chrome.py``
-(the site around the text) and ``tests/site_teaching.py`` (what the page teaches with). With
+(the site around the text), ``tests/site_teaching.py`` (what the page teaches with) and
+``tests/site_annotated.py`` (an annotated page of the package's source). With
 ``MIXERS_SCREENSHOTS=1``, a full-page screenshot of each
 page at each width is saved beside the site, in ``_build/screenshots/PAGE-WIDTH.png`` (PAGE: its
 path under ``book/``, a slash as a dash), and one of the screen with each drawer open (phone) or
@@ -174,6 +175,7 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
     # The checks of the site's chrome and of how the page teaches, each in a
     # module of its own, share this page load (imported here: they import
     # this module's helpers).
+    import site_annotated
     import site_chrome
     import site_teaching
 
@@ -212,6 +214,7 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + chapter_too_long(page, page_path, width)
             + annotated_source_incomplete(page, page_path, width)
             + site_teaching.problems(page, page_path, width)
+            + site_annotated.problems(page, page_path, width)
             + site_chrome.problems(page, page_path, downloaded)
             # Then the checks that move controls and open menus.
             + exercise_views(page, page_path)
@@ -221,6 +224,7 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + site_chrome.header_icons_blank(
                 page, f"{screenshot_name(page_path)}-{width}"
             )
+            + site_annotated.moving_around_fails(page, page_path, width)
         ):
             problems.setdefault(message, message)
         page.wait_for_load_state(
