@@ -1,6 +1,7 @@
 """The gpu profile's code path on a CPU, in a fresh process (tests/test_train.py runs it).
 
-``python tests/gpu_path_on_cpu.py CORPUS``
+``python tests/gpu_path_on_cpu.py CORPUS [MIXER ...]`` (MIXER: attention, alibi or rotary; all three
+if none is named)
 
 torch.compile (inductor, the real code generation), bf16 autocast (the CPU's bf16 support stubbed
 in, as a GPU would choose it) and the fused attention kernels: a few steps of a tiny model with each
@@ -21,7 +22,7 @@ train.cpu_has_bf16 = lambda: (
 text = open(sys.argv[1], encoding="utf-8").read()[:20000]
 dataset = CharDataset.from_text(text)
 report = {}
-for mixer in ("attention", "alibi", "rotary"):
+for mixer in sys.argv[2:] or ("attention", "alibi", "rotary"):
     losses = {}
     for compiled in (False, True):
         torch.manual_seed(0)

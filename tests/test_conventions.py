@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -495,51 +494,45 @@ def test_a_3d_pairwise_mask_is_refused_as_ambiguous():
 FLEX_SCRIPT = Path(__file__).with_name("flex_equals_eager.py")
 
 
-def test_flex_equals_eager_at_every_length_in_fresh_processes_with_an_empty_compile_cache():
+@pytest.mark.parametrize("order", ["forward", "reversed"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_flex_equals_eager_at_every_length_in_fresh_processes_with_an_empty_compile_cache(
+    threads, order, tmp_path
+):
     # Before: torch 2.13's compiled CPU kernel garbled batch rows >= 1 at length 40 (errors near
     # 1, or NaN) in 3 of 4 fresh processes, while a warm compile cache or another compile order
     # hid it. Now the flex path hands the kernel whole blocks only. Four fresh processes (1 and 2
-    # threads, each in two compile orders), each with a new, empty TORCHINDUCTOR_CACHE_DIR, run
-    # side by side; each compares lengths 16, 40, 100, 130 and 200, 4 and 6 heads, batch 3, with
-    # and without padding, causal and bidirectional (tests/flex_equals_eager.py).
-    runs = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        for threads in (1, 2):
-            for order in ("forward", "reversed"):
-                cache = Path(scratch, f"inductor-{threads}-{order}")
-                env = {
-                    **os.environ,
-                    "TORCHINDUCTOR_CACHE_DIR": str(cache),
-                    "OMP_NUM_THREADS": str(threads),
-                }
-                runs[threads, order] = subprocess.Popen(
-                    [sys.executable, str(FLEX_SCRIPT), str(threads), order],
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-        for (threads, order), process in runs.items():
-            try:
-                # only a hang stops it: four compiling processes on a busy
-                # two-core machine take many minutes, and no verdict here
-                # depends on how many
-                out, err = process.communicate(timeout=3600)
-            except subprocess.TimeoutExpired:
-                for other in runs.values():
-                    other.kill()
-                pytest.fail(f"{threads} threads, {order}: hung (3,600 s)")
-            assert process.returncode == 0, (
-                f"{threads} threads, {order}: {err[-3000:]}"
-            )
-            errors = json.loads(out.strip().splitlines()[-1])
-            assert len(errors) == 15
-            wrong = {
-                case: e for case, e in errors.items() if not e <= 1e-4
-            }  # NaN counts as wrong
-            assert not wrong, (
-                f"{threads} threads, {order} order: flex differs from eager at {wrong}"
-            )
+    # threads, each in two compile orders, a test each), each with a new, empty
+    # TORCHINDUCTOR_CACHE_DIR; each compares lengths 16, 40, 100, 130 and 200, 4 and 6 heads,
+    # batch 3, with and without padding, causal and bidirectional (tests/flex_equals_eager.py).
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "OMP_NUM_THREADS": str(threads),
+    }
+    try:
+        # only a hang stops it: a compiling process on a busy two-core
+        # machine takes minutes, and no verdict here depends on how many
+        done = subprocess.run(
+            [sys.executable, str(FLEX_SCRIPT), str(threads), order],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{threads} threads, {order}: hung (3,600 s)")
+    assert done.returncode == 0, (
+        f"{threads} threads, {order}: {done.stderr[-3000:]}"
+    )
+    errors = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(errors) == 15
+    wrong = {
+        case: e for case, e in errors.items() if not e <= 1e-4
+    }  # NaN counts as wrong
+    assert not wrong, (
+        f"{threads} threads, {order} order: flex differs from eager at {wrong}"
+    )
 
 
 def test_flex_on_a_cpu_refuses_a_backward_pass_before_running():

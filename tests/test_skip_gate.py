@@ -39,9 +39,9 @@ def test_skips_by_mark():
 """
 
 
-def run_sample(tmp_path, allowed):
-    """pytest over the sample (its own conftest registers the gate); the
-    process's exit code and output."""
+def run_sample(tmp_path, allowed, *options):
+    """pytest over the sample (its own conftest registers the gate), with
+    ``options``; the process's exit code and output."""
     (tmp_path / "conftest.py").write_text(SAMPLE.split("\n\ndef test_")[0])
     (tmp_path / "test_sample.py").write_text(SAMPLE)
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
@@ -50,7 +50,8 @@ def run_sample(tmp_path, allowed):
         env[skip_gate.ENV] = allowed
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-         "-o", "addopts=", "--rootdir", str(tmp_path), str(tmp_path)],
+         "-o", "addopts=", *options, "--rootdir", str(tmp_path),
+         str(tmp_path)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -67,8 +68,13 @@ def test_unset_the_skips_are_only_reported(tmp_path):
     assert "not allowed" not in out
 
 
-def test_set_and_empty_every_skip_fails_the_run(tmp_path):
-    code, out = run_sample(tmp_path, "")
+@pytest.mark.parametrize(
+    "options", [(), ("-n", "2")], ids=["one process", "two workers"]
+)
+def test_set_and_empty_every_skip_fails_the_run(tmp_path, options):
+    # with workers (the suite's pytest, pyproject.toml) the skips happen in
+    # them, and the gate hears them in the process that ends the run
+    code, out = run_sample(tmp_path, "", *options)
     assert code == 1, out
     assert "test_sample.py::test_skips_at_call: no frobnicator here" in out
     assert (
