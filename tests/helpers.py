@@ -1,6 +1,37 @@
 """Checks that several test modules share (imported as ``helpers``: pytest puts tests/ on the path)."""
 
+import json
+import os
+import subprocess
+import sys
+
+import pytest
 import torch
+
+# A fresh process that compiles may take many minutes on a busy machine: this
+# limit only stops a hang, and no verdict depends on how long it took.
+FRESH_PROCESS_HANG_S = 3600
+
+
+def json_from_a_fresh_process(script, *args, cache, **env) -> dict:
+    """The JSON line that ``python SCRIPT ARGS`` prints last, run in a fresh
+    process whose compile cache (``TORCHINDUCTOR_CACHE_DIR``) is the new,
+    empty folder ``cache`` (a warm cache can hide a compiled kernel's bug),
+    with ``env`` added to the environment. It must end well."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), **env}
+    command = [sys.executable, str(script), *map(str, args)]
+    try:
+        done = subprocess.run(
+            command,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=FRESH_PROCESS_HANG_S,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{command[1:]} hung (no end in {FRESH_PROCESS_HANG_S} s)")
+    assert done.returncode == 0, f"{command[1:]}: {done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def run_smoke_restoring_threads(run, **options) -> dict:

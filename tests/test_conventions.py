@@ -8,14 +8,11 @@
 """
 
 import inspect
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import json_from_a_fresh_process
 
 import mixers
 import mixers.attention
@@ -505,27 +502,13 @@ def test_flex_equals_eager_at_every_length_in_fresh_processes_with_an_empty_comp
     # threads, each in two compile orders, a test each), each with a new, empty
     # TORCHINDUCTOR_CACHE_DIR; each compares lengths 16, 40, 100, 130 and 200, 4 and 6 heads,
     # batch 3, with and without padding, causal and bidirectional (tests/flex_equals_eager.py).
-    env = {
-        **os.environ,
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-        "OMP_NUM_THREADS": str(threads),
-    }
-    try:
-        # only a hang stops it: a compiling process on a busy two-core
-        # machine takes minutes, and no verdict here depends on how many
-        done = subprocess.run(
-            [sys.executable, str(FLEX_SCRIPT), str(threads), order],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{threads} threads, {order}: hung (3,600 s)")
-    assert done.returncode == 0, (
-        f"{threads} threads, {order}: {done.stderr[-3000:]}"
+    errors = json_from_a_fresh_process(
+        FLEX_SCRIPT,
+        threads,
+        order,
+        cache=tmp_path / "inductor",
+        OMP_NUM_THREADS=str(threads),
     )
-    errors = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(errors) == 15
     wrong = {
         case: e for case, e in errors.items() if not e <= 1e-4

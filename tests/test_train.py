@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import json_from_a_fresh_process
 
 import mixers.experiments as experiments
 import mixers.results as results_module
@@ -1548,19 +1549,9 @@ def test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one(
     import mixers
 
     corpus = Path(mixers.__file__).with_name("tinyshakespeare.txt")
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    try:
-        run = subprocess.run(
-            [sys.executable, str(GPU_PATH_SCRIPT), str(corpus), token_mixer],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=3600,  # a hang's limit: how long it took decides nothing
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("tests/gpu_path_on_cpu.py hung (no end in 3,600 s)")
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads(run.stdout.strip().splitlines()[-1])
+    report = json_from_a_fresh_process(
+        GPU_PATH_SCRIPT, corpus, token_mixer, cache=tmp_path / "inductor"
+    )
     assert sorted(report) == [token_mixer]
     for mixer, losses in report.items():
         assert losses["precision"] == "torch.bfloat16", mixer
