@@ -170,6 +170,9 @@ def heaviness(item) -> int:
     )
 
 
+# First: pytest-xdist's own hook reads the groups (it appends each to its
+# test's id), so they must be marked before it runs.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if is_slow(item):
