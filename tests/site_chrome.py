@@ -26,10 +26,8 @@ import io
 import re
 
 from PIL import Image
-from test_book import CONFIG, chapter_pages
-from test_site import HANG_MS, save_screenshot
-
-CHAPTERS = set(chapter_pages())
+from test_book import CONFIG
+from test_site import CHAPTERS, HANG_MS, save_screenshot
 
 
 def colab_url(page_path: str) -> str:

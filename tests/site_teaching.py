@@ -27,9 +27,7 @@ chapter's height, at most 16,000 px at 1280 px, is test_site's
 ``chapter_too_long``.)
 """
 
-from test_book import chapter_pages
-
-CHAPTERS = set(chapter_pages())
+from test_site import CHAPTERS
 
 # A live view's smallest text as shown, in CSS px.
 VIEW_TEXT_LEAST_PX = {"desktop": 14.0, "phone": 12.0}
