@@ -118,68 +118,12 @@ def is_slow(item) -> bool:
     )
 
 
-# Two workers (pytest-xdist, `-n auto --dist loadgroup` in pyproject.toml)
-# share the tests out a group at a time. A group runs on one worker, in
-# order: each chapter notebook (nbval runs its cells in one kernel), and each
-# test file (its module fixtures built once); the files in SPREAD_FILES have
-# no fixture worth keeping and go a test at a time. The longest groups start
-# first (HEAVY_FIRST, wall seconds of a serial run on the two-core machine,
-# 2026-11-27), so that no long one is left to run alone at the end.
-SPREAD_FILES = {"tests/test_site.py", "tests/test_conventions.py"}
-HEAVY_FIRST = (
-    # four fresh processes compiling flex_attention: 250 s side by side
-    "tests/test_conventions.py::test_flex_equals_eager_at_every_length_in",
-    # three fresh processes compiling a model each: 83 s one after another
-    "tests/test_train.py::test_the_gpu_profiles_code_path_runs_on_a_cpu",
-    "tests/test_train.py",  # the rest: 12 s
-    "tests/test_cuda_absent_independence.py",  # a child pytest: 33 s
-    "tests/test_gpu_check.py",  # the CPU rehearsal: 31 s
-    "tests/test_live_run.py",  # 38 s
-    "tests/test_runs_share_a_folder.py",  # 37 s
-    "tests/test_experiments_gmlp.py",  # 36 s
-    "tests/test_alibi.py",  # 34 s
-    "tests/test_diagrams.py",  # 33 s
-    "tests/test_site_views.py",  # 33 s
-    "tests/test_experiments_side_by_side.py",  # 29 s
-    "book/",  # each chapter: 8-21 s
-)
-
-
-# Tests of a grouped file that go alone, a case at a time: a fresh process
-# each, long, with no fixture of the file's.
-ALONE = {
-    "tests/test_train.py::test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one",
-}
-
-
-def xdist_group(item) -> str | None:
-    path = item.nodeid.split("::")[0]
-    alone = item.nodeid.split("[")[0] in ALONE
-    return None if path in SPREAD_FILES or alone else path
-
-
-def heaviness(item) -> int:
-    """The place of the item's group in HEAVY_FIRST (the rest after)."""
-    return next(
-        (
-            place
-            for place, prefix in enumerate(HEAVY_FIRST)
-            if item.nodeid.startswith(prefix)
-        ),
-        len(HEAVY_FIRST),
-    )
-
-
-# First: pytest-xdist's own hook reads the groups (it appends each to its
-# test's id), so they must be marked before it runs.
+# Before pytest-xdist's hook, which appends a test's group to its id.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
-        if group := xdist_group(item):
-            item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=heaviness)  # stable: each group's own order is kept
 
 
 @pytest.fixture(scope="module", autouse=True)
