@@ -1,4 +1,4 @@
-"""The quick subset, ``pytest -m "not slow"`` (tests/conftest.py): every test
+"""The quick subset, ``pytest -m "not slow"`` (tests/slow.py): every test
 it names as slow still exists (a renamed test would otherwise slip into the
 quick subset unseen), and what it marks is what it says."""
 
@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import SLOW_FILES, SLOW_TESTS, is_slow
+from slow import SLOW_FILES, SLOW_TESTS, is_slow
 
 ROOT = Path(__file__).resolve().parents[1]
 
