@@ -3,7 +3,17 @@
 for any path given to pytest: ``pytest book/attention.ipynb`` too, where
 tests/conftest.py is not read."""
 
+import os
+
 import pytest
+
+# Under workers, each chapter's kernel (nbval starts it in this environment)
+# runs torch on one thread: with the other core busy, two OpenMP threads on
+# two shared cores wait on each other (the same pathology tests/conftest.py
+# names for the tests' own process): book/baseline.ipynb's training cell took
+# 180 s instead of 13 s. The chapters' outputs do not depend on it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Two workers (pytest-xdist, `-n auto --dist loadgroup` in pyproject.toml)
 # share the tests out a group at a time. A group runs on one worker, in
