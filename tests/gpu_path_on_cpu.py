@@ -5,13 +5,15 @@ if none is named)
 
 torch.compile (inductor, the real code generation), bf16 autocast (the CPU's bf16 support stubbed
 in, as a GPU would choose it) and the fused attention kernels: a few steps of a tiny model with each
-attention-family token mixer, against the same steps uncompiled. Prints one JSON line.
+attention-family token mixer, against the same steps uncompiled, and where dynamo split the compiled
+model's graph. Prints one JSON line.
 """
 
 import json
 import sys
 
 import torch
+from torch._dynamo.utils import counters
 
 import mixers.train as train
 from mixers.data import CharDataset
@@ -23,6 +25,7 @@ text = open(sys.argv[1], encoding="utf-8").read()[:20000]
 dataset = CharDataset.from_text(text)
 report = {}
 for mixer in sys.argv[2:] or ("attention", "alibi", "rotary"):
+    counters.clear()
     losses = {}
     for compiled in (False, True):
         torch.manual_seed(0)
@@ -55,6 +58,8 @@ for mixer in sys.argv[2:] or ("attention", "alibi", "rotary"):
     report[mixer] = {
         "eager": losses[False],
         "compiled": losses[True],
+        # each reason dynamo split a graph, and how often
+        "graph_breaks": dict(counters["graph_break"]),
         "precision": str(
             train.autocast_dtype(torch.device("cpu"), cpu_amp=True)
         ),

@@ -1545,7 +1545,9 @@ def test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one(
     token mixer (each in a process of its own) for 3 steps of the gpu profile's recipe:
     torch.compile with inductor (code generated and run, not traced only), bf16 autocast (the
     CPU's bf16 support stubbed in, as a GPU with bf16 would choose it) and the fused attention
-    kernels; each loss equals the same steps uncompiled, to bf16's precision."""
+    kernels; each loss equals the same steps uncompiled, to bf16's precision, and the model
+    compiles whole, with no graph break (a value read back in a layer once split the ALiBi model's
+    graph at every layer)."""
     import mixers
 
     corpus = Path(mixers.__file__).with_name("tinyshakespeare.txt")
@@ -1555,6 +1557,7 @@ def test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one(
     assert sorted(report) == [token_mixer]
     for mixer, losses in report.items():
         assert losses["precision"] == "torch.bfloat16", mixer
+        assert losses["graph_breaks"] == {}, mixer
         assert len(losses["eager"]) == len(losses["compiled"]) >= 1, mixer
         for eager, compiled in zip(losses["eager"], losses["compiled"]):
             assert math.isfinite(compiled) and abs(compiled - eager) < 0.02, (

@@ -160,9 +160,13 @@ def as_slopes(slopes, name: str = "slopes_or_n_heads") -> Tensor:
             )
         # A negative slope rewards distance: with :math:`m_h < 0` the
         # farthest key would win. (Read back on the CPU only: elsewhere it
-        # would wait for the device.)
-        if slopes.device.type == "cpu" and not bool(
-            (torch.isfinite(slopes) & (slopes >= 0)).all()
+        # would wait for the device; and not while compiling, where reading
+        # a value back splits the graph in two at every layer.)
+        readable = slopes.device.type == "cpu"
+        if (
+            readable
+            and not torch.compiler.is_compiling()
+            and not bool((torch.isfinite(slopes) & (slopes >= 0)).all())
         ):
             raise ValueError(
                 f"{name} must hold finite slopes >= 0 (the bias is -m times"
