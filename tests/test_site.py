@@ -43,13 +43,15 @@ from test_book import ROOT, chapter_pages, toc_files
 from mixers.plot import SMALLEST_TEXT_KEY
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from annotated import page_of_module, parse_module  # noqa: E402
+from annotated import page_of_module, parse_source  # noqa: E402
 
 CHAPTERS = set(chapter_pages())
-# Each annotated page of the package's source and the module it shows.
+# Each annotated page of the package's source and the file it shows: every
+# module, and the views' script.
 ANNOTATED_PAGES = {
     page_of_module(str(path.relative_to(ROOT))): str(path.relative_to(ROOT))
-    for path in sorted((ROOT / "src" / "mixers").rglob("*.py"))
+    for pattern in ("*.py", "*.js")
+    for path in sorted((ROOT / "src" / "mixers").rglob(pattern))
 }
 
 SITE = Path(
@@ -620,19 +622,20 @@ def chapter_too_long(page, page_path: str, width: str) -> list[str]:
 
 
 def annotated_source_incomplete(page, page_path: str, width: str) -> list[str]:
-    """An annotated page (``book/source/``) shows every line of its module once:
+    """An annotated page (``book/source/``) shows every line of its file once:
     each code line, by its anchor ``L<n>``, with the file's own text, in order,
     and every note (comment or docstring) in a note column. At desktop width
     each section's notes sit beside its code (left of it, side by side); on a
-    phone, above it. (The module's docstring, its introduction, is read
+    phone, above it. (The file's first note, its introduction, is read
     across the page, above the first code.)"""
     module = ANNOTATED_PAGES.get(page_path)
     if module is None:
         return []
     source = (ROOT / module).read_text(encoding="utf-8")
+    sections = parse_source(module, source)
     expected = [
         (number, text)
-        for section in parse_module(source)
+        for section in sections
         for number, text in section.code
         if text.strip()
     ]
@@ -650,7 +653,7 @@ def annotated_source_incomplete(page, page_path: str, width: str) -> list[str]:
             f"{module}: the page's code is not the module's, line for line "
             f"(missing or changed lines {missing[:5]}, extra {extra[:5]})"
         )
-    notes = sum(1 for section in parse_module(source) if section.notes)
+    notes = sum(1 for section in sections if section.notes)
     # A section in a closed fold is not laid out; a section whose note is
     # read across the page (annotated-wide, book/_static/annotated-layout.js)
     # has it above its code, as the introduction does.
