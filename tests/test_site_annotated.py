@@ -19,9 +19,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urljoin
 
-import site_annotated
 import test_site
 from test_site import (
+    ANNOTATED_PAGES,
     HANG_MS,
     SITE,
     WIDTHS,
@@ -62,7 +62,7 @@ def test_a_name_in_a_note_links_to_an_id_on_its_page():
     if not (SITE / "index.html").is_file():
         unavailable(f"no built site: {SITE / 'index.html'} is missing")
     pages, missing, links = {}, [], 0
-    for page_path in site_annotated.ANNOTATED:
+    for page_path in ANNOTATED_PAGES:
         url = f"{page_path}.html"
         for href in read_page(SITE / url).name_links:
             links += 1
