@@ -1,17 +1,21 @@
 """How pytest's workers share the tests out (pytest-xdist, ``-n auto
---dist loadgroup`` in pyproject.toml). Here at the root, so that it holds
-for any path given to pytest: ``pytest book/attention.ipynb`` too, where
-tests/conftest.py is not read."""
+--dist loadgroup`` in pyproject.toml), and the one thread each worker's
+children run torch on. Here at the root, so that it holds for any path given
+to pytest: ``pytest book/attention.ipynb`` too, where tests/conftest.py is not
+read."""
 
 import os
 
 import pytest
 
-# Under workers, each chapter's kernel (nbval starts it in this environment)
-# runs torch on one thread: with the other core busy, two OpenMP threads on
-# two shared cores wait on each other (the same pathology tests/conftest.py
-# names for the tests' own process): book/baseline.ipynb's training cell took
-# 180 s instead of 13 s. The chapters' outputs do not depend on it.
+# Under workers, every process a worker starts runs torch on one thread
+# unless told otherwise: each chapter's kernel (nbval starts it in this
+# environment), and the tests' fresh processes (a test that means another
+# count sets it, as the flex test's two threads do). With the other core busy,
+# two OpenMP threads on two shared cores wait on each other (the pathology
+# tests/conftest.py names for the tests' own process): book/baseline.ipynb's
+# training cell took 180 s instead of 13 s. No verdict or chapter output
+# depends on it.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
