@@ -43,16 +43,16 @@ from test_book import ROOT, chapter_pages, toc_files
 from mixers.plot import SMALLEST_TEXT_KEY
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from annotated import page_of_module, parse_source  # noqa: E402
+from annotated import (  # noqa: E402
+    package_files,
+    page_of_module,
+    parse_source,
+)
 
 CHAPTERS = set(chapter_pages())
 # Each annotated page of the package's source and the file it shows: every
 # module, and the views' script.
-ANNOTATED_PAGES = {
-    page_of_module(str(path.relative_to(ROOT))): str(path.relative_to(ROOT))
-    for pattern in ("*.py", "*.js")
-    for path in sorted((ROOT / "src" / "mixers").rglob(pattern))
-}
+ANNOTATED_PAGES = {page_of_module(path): path for path in package_files(ROOT)}
 
 SITE = Path(
     os.environ.get("MIXERS_SITE_DIR") or ROOT / "_build" / "html"

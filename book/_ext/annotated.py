@@ -482,6 +482,15 @@ def page_of_module(path):
     return f"{PAGES}/{stem.replace('/', '_').lstrip('_') or 'package'}"
 
 
+def package_files(root):
+    """The repository paths of the package's files under ``root`` (the
+    repository) that an annotated page can show: its modules and its
+    scripts."""
+    folder = Path(root, PACKAGE_ROOT, "mixers")
+    files = sorted([*folder.rglob("*.py"), *folder.rglob("*.js")])
+    return [file.relative_to(root).as_posix() for file in files]
+
+
 def module_of_path(path):
     """The name a note calls a file of the package by: ``mixers.bench.alibi``
     for ``src/mixers/bench/alibi.py``, ``mixers`` for its ``__init__.py``,
@@ -510,11 +519,10 @@ class Package:
         """The package under ``root`` (the repository), its files that have
         one of ``pages``."""
         package = cls()
-        folder = Path(root, PACKAGE_ROOT, "mixers")
-        for file in sorted([*folder.rglob("*.py"), *folder.rglob("*.js")]):
-            path = file.relative_to(root).as_posix()
+        for path in package_files(root):
             if page_of_module(path) not in pages:
                 continue
+            file = Path(root, path)
             module = module_of_path(path)
             package.pages[module] = page_of_module(path)
             sections = parse_source(path, file.read_text(encoding="utf-8"))

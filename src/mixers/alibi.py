@@ -162,9 +162,8 @@ def as_slopes(slopes, name: str = "slopes_or_n_heads") -> Tensor:
         # farthest key would win. (Read back on the CPU only: elsewhere it
         # would wait for the device; and not while compiling, where reading
         # a value back splits the graph in two at every layer.)
-        readable = slopes.device.type == "cpu"
         if (
-            readable
+            slopes.device.type == "cpu"
             and not torch.compiler.is_compiling()
             and not bool((torch.isfinite(slopes) & (slopes >= 0)).all())
         ):
