@@ -6,7 +6,7 @@ maths, and have every image loaded and described by alt text; every control of a
 (``mixers.live``: drawn by ``views.js`` in the page) must have a visible name, move by keyboard
 (sliders) or by a tap or click (choices), and change what the view shows, and the view's text
 must stay legible; a page's own weight (its HTML and images) may not pass 550 KiB, nor a first
-visit (everything it downloads) 3 MiB, and without scripts each view shows its static picture; no line of code may wrap, and a table that scrolls sideways must show it and keep its
+visit (everything it downloads) 3 MiB, and without scripts each view shows its static picture; no line of code may wrap, nor (at desktop width) any code scroll sideways, and a table that scrolls sideways must show it and keep its
 first column in view; at desktop width no displayed equation may scroll, and a chapter must read
 in one sitting (at most 16,000 px tall, shown code at most 45 % of it); and the sidebar buttons
 must work: on a phone a tap on ☰ or on the contents button opens its drawer and a tap beside the
@@ -179,12 +179,13 @@ def browser():
     "page_path", toc_files(), ids=lambda path: Path(path).name
 )
 def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
-    # The checks of the site's chrome and of how the page teaches, each in a
-    # module of its own, share this page load (imported here: they import
-    # this module's helpers).
+    # The checks of the site's chrome, of how the page teaches, of an
+    # annotated page and of the diagrams, each in a module of its own, share
+    # this page load (imported here: they import this module's helpers).
     import site_annotated
     import site_chrome
     import site_teaching
+    import test_diagrams
 
     problems = {}  # one message per failing URL or per distinct error, in the order seen
     # A phone has a touch screen: its sidebar buttons are tapped (a desktop's are clicked).
@@ -211,12 +212,13 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + bad_images(page)
             + figures_unreadable(page)
             + figure_text_too_small(page, page_path, width)
+            + test_diagrams.diagrams_unreadable(page, width)
             + too_wide(page)
             + code_wraps(page)
             + tables_scroll_unseen(page)
             + too_heavy(page_path)
             + first_visit_too_heavy(first_visit)
-            + listings_scroll(page, width)
+            + code_scrolls(page, page_path, width)
             + equations_scroll(page, width)
             + chapter_too_long(page, page_path, width)
             + annotated_source_incomplete(page, page_path, width)
@@ -557,17 +559,44 @@ def code_wraps(page) -> list[str]:
     return found
 
 
-def listings_scroll(page, width: str) -> list[str]:
-    """At desktop width the package's code fits its column: no listing of it
-    (a chapter's captioned listing, an annotated page's code) scrolls
-    sideways. Its 79 columns (ruff, pyproject.toml) are what make it fit."""
+# What a reader reads as code, by what the message calls it.
+CODE_BLOCKS = {
+    "code cell": ".bd-article div.cell_input pre",
+    "printed output": ".bd-article div.cell_output pre",
+    "listing": ".bd-article .literal-block-wrapper pre",
+    "annotated page's code": ".annotated-code pre",
+}
+WIDE_CODE = """(blocks) => {
+    // A closed fold's code has no width to measure: opened, then closed.
+    const closed = [...document.querySelectorAll(".bd-article details:not([open])")];
+    closed.forEach(fold => fold.open = true);
+    const wide = [];
+    for (const [kind, selector] of Object.entries(blocks)) {
+        document.querySelectorAll(selector).forEach(pre => {
+            if (pre.scrollWidth > pre.clientWidth + 1) wide.push(
+                `a ${kind} scrolls sideways (${pre.scrollWidth} px of code in ` +
+                `${pre.clientWidth} px): ${JSON.stringify(pre.textContent.trim().slice(0, 60))}`);
+        });
+    }
+    const cells = document.querySelectorAll(blocks["code cell"]).length;
+    closed.forEach(fold => fold.open = false);
+    return [wide, cells];
+}"""
+
+
+def code_scrolls(page, page_path: str, width: str) -> list[str]:
+    """At desktop width all code fits its column, none scrolls sideways: a
+    chapter's code cells (a folded one too) and what they print, its
+    listings, an annotated page's code. The 79 columns that ruff keeps the
+    package and the chapters to (pyproject.toml,
+    tests/test_site_code_width.py) are what make it fit. A chapter whose code
+    cells were not found fails too."""
     if width != "desktop":
         return []
-    return page.evaluate("""() => [...document.querySelectorAll(
-            ".literal-block-wrapper pre, .annotated-code pre")]
-        .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
-        .map(pre => `a listing of the package scrolls sideways (${pre.scrollWidth} px of ` +
-                    `code in ${pre.clientWidth} px): ${JSON.stringify(pre.textContent.trim().slice(0, 60))}`)""")
+    wide, cells = page.evaluate(WIDE_CODE, CODE_BLOCKS)
+    if page_path in CHAPTERS and cells <= 5:
+        wide.append(f"only {cells} code cells found")
+    return wide
 
 
 def equations_scroll(page, width: str) -> list[str]:
