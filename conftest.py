@@ -24,25 +24,25 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # order: each chapter notebook (nbval runs its cells in one kernel), and each
 # test file (its module fixtures built once); the files in SPREAD_FILES have
 # no fixture worth keeping and go a test at a time. The longest groups start
-# first (HEAVY_FIRST, wall seconds of a serial run on the two-core machine,
-# 2026-11-27), so that no long one is left to run alone at the end.
+# first (HEAVY_FIRST: the seconds each took in a run of the suite on
+# the two-core machine, two workers, 2026-11-28), so that no long one is
+# left to run alone at the end.
 SPREAD_FILES = {"tests/test_site.py", "tests/test_conventions.py"}
 HEAVY_FIRST = (
-    # four fresh processes compiling flex_attention: 250 s side by side
+    # four fresh processes compiling flex_attention: 84-92 s each
     "tests/test_conventions.py::test_flex_equals_eager_at_every_length_in",
-    # three fresh processes compiling a model each: 83 s one after another
+    # three fresh processes compiling a model each: 48-62 s each
     "tests/test_train.py::test_the_gpu_profiles_code_path_runs_on_a_cpu",
-    "tests/test_train.py",  # the rest: 12 s
-    "tests/test_cuda_absent_independence.py",  # a child pytest: 33 s
-    "tests/test_gpu_check.py",  # the CPU rehearsal: 31 s
-    "tests/test_live_run.py",  # 38 s
+    "tests/test_gpu_check.py",  # the CPU rehearsal: 42 s
+    "tests/test_live_run.py",  # 40 s
+    "tests/test_experiments_gmlp.py",  # 39 s
+    "tests/test_site_views.py",  # 38 s
+    "tests/test_cuda_absent_independence.py",  # a child pytest: 37 s
     "tests/test_runs_share_a_folder.py",  # 37 s
-    "tests/test_experiments_gmlp.py",  # 36 s
-    "tests/test_alibi.py",  # 34 s
-    "tests/test_diagrams.py",  # 33 s
-    "tests/test_site_views.py",  # 33 s
+    "tests/test_alibi.py",  # 29 s
     "tests/test_experiments_side_by_side.py",  # 29 s
-    "book/",  # each chapter: 8-21 s
+    "book/",  # each chapter: 8-25 s
+    "tests/test_train.py",  # the rest: 14 s
 )
 
 
