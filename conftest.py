@@ -31,7 +31,7 @@ SPREAD_FILES = {"tests/test_site.py", "tests/test_conventions.py"}
 HEAVY_FIRST = (
     # four fresh processes compiling flex_attention: 84-92 s each
     "tests/test_conventions.py::test_flex_equals_eager_at_every_length_in",
-    # three fresh processes compiling a model each: 48-62 s each
+    # a fresh process compiling three models: 65 s alone
     "tests/test_train.py::test_the_gpu_profiles_code_path_runs_on_a_cpu",
     "tests/test_gpu_check.py",  # the CPU rehearsal: 42 s
     "tests/test_live_run.py",  # 40 s
@@ -46,8 +46,8 @@ HEAVY_FIRST = (
 )
 
 
-# Tests of a grouped file that go alone, a case at a time: a fresh process
-# each, long, with no fixture of the file's.
+# Tests of a grouped file that go alone: a fresh process, long, with no
+# fixture of the file's.
 ALONE = {
     "tests/test_train.py::test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one",
 }

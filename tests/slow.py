@@ -24,7 +24,7 @@ SLOW_TESTS = {
     "tests/test_cuda_absent_independence.py::test_the_suite_passes_as_if_cuda_were_present",
     # four fresh processes compiling flex_attention
     "tests/test_conventions.py::test_flex_equals_eager_at_every_length_in_fresh_processes_with_an_empty_compile_cache",
-    # a fresh process compiling three models with inductor: 115 s and more
+    # a fresh process compiling three models with inductor: 65 s
     "tests/test_train.py::test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one",
     # processes that train and are stopped, or save at once: 8-10 s each
     "tests/test_runs_share_a_folder.py::test_sigterm_to_all_with_workers_ends_them_and_keeps_what_finished",
