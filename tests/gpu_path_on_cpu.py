@@ -7,15 +7,16 @@ torch.compile (inductor, the real code generation), bf16 autocast (the CPU's bf1
 in, as a GPU would choose it) and the fused attention kernels: a few steps of a tiny model with each
 attention-family token mixer, against the same steps uncompiled, and where dynamo split the compiled
 model's graph. Each mixer's model is compiled from scratch: dynamo forgets what it compiled before,
-and inductor writes into a new, empty folder of the caller's TORCHINDUCTOR_CACHE_DIR (a kernel it
-already holds in memory, the same source, is the same kernel). One process for the three: a
-process of its own for each cost twice the time (108 s against 53-60 s, 2026-11-28). Prints one
-JSON line.
+and inductor writes into a new, empty folder of the caller's TORCHINDUCTOR_CACHE_DIR (or of a new
+temporary folder); a kernel it already holds in memory, the same source, is the same kernel. One
+process for the three: a process of its own for each cost twice the time (108 s against 53-60 s,
+2026-11-28). Prints one JSON line.
 """
 
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -30,7 +31,9 @@ train.cpu_has_bf16 = lambda: (
 text = open(sys.argv[1], encoding="utf-8").read()[:20000]
 dataset = CharDataset.from_text(text)
 report = {}
-caches = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+caches = Path(
+    os.environ.get("TORCHINDUCTOR_CACHE_DIR") or tempfile.mkdtemp("-inductor")
+)
 for mixer in sys.argv[2:] or ("attention", "alibi", "rotary"):
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(caches / mixer)
     torch._dynamo.reset()
