@@ -73,10 +73,11 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    # No host but the local server's is reached: every other name fails to
-    # resolve, so a request to another host fails in the browser (and
-    # watch_network_and_console reports it) without each request's round
-    # trip through Python that a route would cost (0.2-0.3 s a page load).
+    # No name but the local server's resolves, so a request to another host
+    # by name fails in the browser without each request's round trip
+    # through Python that a route would cost (0.2-0.3 s a page load). One to
+    # a bare IP address is not stopped here; watch_network_and_console
+    # reports every request to another host, stopped or not.
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 ]
 
@@ -258,7 +259,7 @@ def watch_network_and_console(context, page, site_url, problems):
         return url.startswith(site_url + "/")
 
     def on_request(request):
-        # It fails: CHROMIUM_ARGS resolve no other host's name.
+        # By name, it fails: CHROMIUM_ARGS resolve no other host's name.
         web = request.url.startswith(("http:", "https:", "ws:", "wss:"))
         if web and not local(request.url):
             problems.setdefault(
