@@ -89,6 +89,20 @@ def shakespeare(corpus_text) -> CharDataset:
     return CharDataset.from_text(corpus_text)
 
 
+@pytest.fixture(scope="session")
+def cxx_store(tmp_path_factory):
+    """A folder for tests/cxx_store.py, shared by the session's workers: the
+    C++ libraries that the session's fresh compiling processes have built.
+    New each session (under xdist, the workers' temporary folders share a
+    parent that is new each session)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    store = base / "cxx-store"
+    store.mkdir(exist_ok=True)
+    return store
+
+
 @pytest.fixture
 def uncompiled_flex(monkeypatch):
     """Route the ALiBi flex path through torch's uncompiled flex_attention (same function, no kernel)."""

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,12 +14,37 @@ import torch
 FRESH_PROCESS_HANG_S = 3600
 
 
-def json_from_a_fresh_process(script, *args, cache, **env) -> dict:
+CXX_STORE = Path(__file__).with_name("cxx_store.py")
+
+
+def compiler_front(cxx_store, compiler: str) -> Path:
+    """tests/cxx_store.py under the compiler's own name (a link in the store):
+    Inductor chooses its flags, and so its code, by that name (gcc's when it
+    has "g++" in it), and they must be those of the compiler behind."""
+    front = Path(cxx_store) / "bin" / Path(compiler).name
+    front.parent.mkdir(exist_ok=True)
+    try:
+        front.symlink_to(CXX_STORE)
+    except FileExistsError:  # made by another worker of the session
+        pass
+    return front
+
+
+def json_from_a_fresh_process(
+    script, *args, cache, cxx_store=None, **env
+) -> dict:
     """The JSON line that ``python SCRIPT ARGS`` prints last, run in a fresh
     process whose compile cache (``TORCHINDUCTOR_CACHE_DIR``) is the new,
     empty folder ``cache`` (a warm cache can hide a compiled kernel's bug),
-    with ``env`` added to the environment. It must end well."""
+    with ``env`` added to the environment. It must end well. With
+    ``cxx_store`` (the fixture), the C++ compiler is tests/cxx_store.py: a
+    library another process of the session built from the same source and
+    arguments is copied instead of built again."""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), **env}
+    if cxx_store is not None:
+        env["MIXERS_CXX"] = compiler = env.get("CXX", "g++")
+        env["MIXERS_CXX_STORE"] = str(cxx_store)
+        env["CXX"] = str(compiler_front(cxx_store, compiler))
     command = [sys.executable, str(script), *map(str, args)]
     try:
         done = subprocess.run(

@@ -494,19 +494,22 @@ FLEX_SCRIPT = Path(__file__).with_name("flex_equals_eager.py")
 @pytest.mark.parametrize("order", ["forward", "reversed"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_flex_equals_eager_at_every_length_in_fresh_processes_with_an_empty_compile_cache(
-    threads, order, tmp_path
+    threads, order, tmp_path, cxx_store
 ):
     # Before: torch 2.13's compiled CPU kernel garbled batch rows >= 1 at length 40 (errors near
     # 1, or NaN) in 3 of 4 fresh processes, while a warm compile cache or another compile order
     # hid it. Now the flex path hands the kernel whole blocks only. Four fresh processes (1 and 2
     # threads, each in two compile orders, a test each), each with a new, empty
-    # TORCHINDUCTOR_CACHE_DIR; each compares lengths 16, 40, 100, 130 and 200, 4 and 6 heads,
-    # batch 3, with and without padding, causal and bidirectional (tests/flex_equals_eager.py).
+    # TORCHINDUCTOR_CACHE_DIR, so each generates every kernel again; a kernel's C++ source that
+    # another process already built, byte for byte, is not built again (tests/cxx_store.py).
+    # Each compares lengths 16, 40, 100, 130 and 200, 4 and 6 heads, batch 3, with and without
+    # padding, causal and bidirectional (tests/flex_equals_eager.py).
     errors = json_from_a_fresh_process(
         FLEX_SCRIPT,
         threads,
         order,
         cache=tmp_path / "inductor",
+        cxx_store=cxx_store,
         OMP_NUM_THREADS=str(threads),
     )
     assert len(errors) == 15
