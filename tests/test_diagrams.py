@@ -302,18 +302,16 @@ def test_in_a_browser_no_text_runs_off_or_onto_another(browser, name):  # noqa: 
 # ---------------------------------------------------------------------------
 # On the built site
 
-SHOWN = """(names) => [...document.querySelectorAll("article img")]
+# A diagram's file on the site: its name, then the digits Sphinx adds to a
+# second copy (``block.svg``, ``block1.svg``). One pattern, read by Python and
+# by the browser's JavaScript (the same syntax in both).
+DIAGRAM_FILE = "(" + "|".join(map(re.escape, diagrams.DIAGRAMS)) + r")\d*\.svg"
+
+SHOWN = """(pattern) => [...document.querySelectorAll("article img")]
     .map(img => [img.getAttribute("src").split("/").pop().split("?")[0],
                  img.getBoundingClientRect().width,
                  img.getBoundingClientRect().height])
-    .filter(([file]) => names.some(name =>
-        new RegExp(`^${name}\\\\d*\\\\.svg$`).test(file)))"""
-
-
-def _diagram_of(file: str) -> str:
-    """``_images/block.svg`` (or ``block1.svg``, Sphinx's copy) ->
-    ``block``."""
-    return re.sub(r"\d*\.svg$", "", file)
+    .filter(([file]) => new RegExp(`^${pattern}$`).test(file))"""
 
 
 def diagrams_unreadable(page, width: str) -> list[str]:
@@ -322,8 +320,8 @@ def diagrams_unreadable(page, width: str) -> list[str]:
     (tests/test_site.py runs it in its page load, on every page at both
     widths.)"""
     problems = []
-    for file, shown, tall in page.evaluate(SHOWN, sorted(diagrams.DIAGRAMS)):
-        name = _diagram_of(file)
+    for file, shown, tall in page.evaluate(SHOWN, DIAGRAM_FILE):
+        name = re.fullmatch(DIAGRAM_FILE, file)[1]
         svg = (FIGURES / f"{name}.svg").read_text(encoding="utf-8")
         text = smallest_text(svg) * shown / view_box(svg)[0]
         if width == "phone" and text < 9:
@@ -333,11 +331,7 @@ def diagrams_unreadable(page, width: str) -> list[str]:
     return problems
 
 
-IMAGE_OF_A_DIAGRAM = re.compile(
-    r'<img [^>]*src="[^"]*/('
-    + "|".join(map(re.escape, diagrams.DIAGRAMS))
-    + r')\d*\.svg"'
-)
+IMAGE_OF_A_DIAGRAM = re.compile(r'<img [^>]*src="[^"]*/' + DIAGRAM_FILE + '"')
 
 
 def test_every_committed_diagram_is_shown_on_a_page():
