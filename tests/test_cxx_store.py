@@ -16,7 +16,7 @@ SOURCE = 'extern "C" int answer() { return %d; }\n'
 def build(tmp_path, monkeypatch):
     """``build(name, source, *flags)``: the answer() of the library that
     tests/cxx_store.py builds (or copies) from ``source``, in a folder of its
-    own, and the last line of the store's log."""
+    own, and what the store's log says of it: "built" or "stored"."""
     store = tmp_path / "store"
     store.mkdir()
     monkeypatch.setenv("MIXERS_CXX_STORE", str(store))
