@@ -18,8 +18,9 @@ What stays fresh: Inductor's own caches (graphs, kernels and their sources)
 are empty in each process, so every kernel is generated again; a source that
 a compile order or a thread count changes gets a key of its own and is built.
 
-``MIXERS_CXX_STORE``: the store's folder (a test session's temporary one);
-``MIXERS_CXX``: the compiler that builds (``g++`` if unset). Each build
+A process gets it through ``compiler_environment``: ``MIXERS_CXX_STORE``,
+the store's folder (a test session's temporary one); ``MIXERS_CXX``, the
+compiler that builds (``g++`` if unset); ``CXX``, this script. Each build
 appends ``built KEY`` or ``stored KEY`` to ``log`` in the store.
 """
 
@@ -32,6 +33,25 @@ import sys
 from pathlib import Path
 
 
+def compiler_environment(store, compiler: str = "g++") -> dict[str, str]:
+    """The variables that make a process build its C++ with this script and
+    ``store``, ``compiler`` behind it. ``CXX`` is a link to this script under
+    the compiler's own name: Inductor chooses its flags, and so the code it
+    writes, by that name (gcc's when it has "g++" in it), and they must be
+    those of the compiler behind."""
+    front = Path(store) / "bin" / Path(compiler).name
+    front.parent.mkdir(exist_ok=True)
+    try:
+        front.symlink_to(Path(__file__).resolve())
+    except FileExistsError:  # made by another process of the session
+        pass
+    return {
+        "CXX": str(front),
+        "MIXERS_CXX": compiler,
+        "MIXERS_CXX_STORE": str(store),
+    }
+
+
 def key(args: list[str]) -> str | None:
     """The build's key, or None for a call that is not one source built into
     one shared library (a version query, a preprocessing, a header)."""
@@ -41,8 +61,8 @@ def key(args: list[str]) -> str | None:
     output = args[args.index("-o") + 1]
     digest = hashlib.sha256()
     for i, arg in enumerate(args):
-        # the paths of the source and the library name files that differ
-        # between processes; their contents are what count
+        # the source's and the library's paths differ from one process to
+        # the next: the source's bytes count, not where it lies
         digest.update(
             b"\0"
             + {sources[0]: b"SOURCE", output: b"OUT"}.get(arg, arg.encode())

@@ -4,30 +4,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from cxx_store import compiler_environment
 
 # A fresh process that compiles may take many minutes on a busy machine: this
 # limit only stops a hang, and no verdict depends on how long it took.
 FRESH_PROCESS_HANG_S = 3600
-
-
-CXX_STORE = Path(__file__).with_name("cxx_store.py")
-
-
-def compiler_front(cxx_store, compiler: str) -> Path:
-    """tests/cxx_store.py under the compiler's own name (a link in the store):
-    Inductor chooses its flags, and so its code, by that name (gcc's when it
-    has "g++" in it), and they must be those of the compiler behind."""
-    front = Path(cxx_store) / "bin" / Path(compiler).name
-    front.parent.mkdir(exist_ok=True)
-    try:
-        front.symlink_to(CXX_STORE)
-    except FileExistsError:  # made by another worker of the session
-        pass
-    return front
 
 
 def json_from_a_fresh_process(
@@ -42,9 +26,7 @@ def json_from_a_fresh_process(
     arguments is copied instead of built again."""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), **env}
     if cxx_store is not None:
-        env["MIXERS_CXX"] = compiler = env.get("CXX", "g++")
-        env["MIXERS_CXX_STORE"] = str(cxx_store)
-        env["CXX"] = str(compiler_front(cxx_store, compiler))
+        env |= compiler_environment(cxx_store, env.get("CXX", "g++"))
     command = [sys.executable, str(script), *map(str, args)]
     try:
         done = subprocess.run(

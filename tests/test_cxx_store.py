@@ -5,10 +5,12 @@ included header, and every other call reaches the real compiler."""
 import ctypes
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
-from helpers import CXX_STORE, compiler_front
+from cxx_store import compiler_environment
 
+CXX_STORE = Path(__file__).with_name("cxx_store.py")
 SOURCE = 'extern "C" int answer() { return %d; }\n'
 
 
@@ -19,8 +21,8 @@ def build(tmp_path, monkeypatch):
     own, and what the store's log says of it: "built" or "stored"."""
     store = tmp_path / "store"
     store.mkdir()
-    monkeypatch.setenv("MIXERS_CXX_STORE", str(store))
-    monkeypatch.delenv("MIXERS_CXX", raising=False)  # g++
+    for variable, value in compiler_environment(store).items():  # g++
+        monkeypatch.setenv(variable, value)
 
     def build(name, source, *flags):
         folder = tmp_path / name
@@ -28,7 +30,8 @@ def build(tmp_path, monkeypatch):
         (folder / "answer.cpp").write_text(source)
         library = folder / "answer.so"
         done = subprocess.run(
-            [CXX_STORE, folder / "answer.cpp", *flags, "-shared", "-fPIC"]
+            [os.environ["CXX"], folder / "answer.cpp", *flags, "-shared"]
+            + ["-fPIC"]
             + ["-o", library],
             capture_output=True,
             text=True,
@@ -66,9 +69,8 @@ def test_a_failed_build_fails_and_stores_nothing(tmp_path):
     store = tmp_path / "store"
     store.mkdir()
     (tmp_path / "broken.cpp").write_text("int answer( {\n")
-    env = {**os.environ, "MIXERS_CXX_STORE": str(store)}
-    env.pop("MIXERS_CXX", None)
-    command = [CXX_STORE, tmp_path / "broken.cpp", "-shared", "-fPIC"]
+    env = {**os.environ, **compiler_environment(store)}
+    command = [env["CXX"], tmp_path / "broken.cpp", "-shared", "-fPIC"]
     done = subprocess.run(
         command + ["-o", tmp_path / "broken.so"], env=env, capture_output=True
     )
@@ -77,10 +79,9 @@ def test_a_failed_build_fails_and_stores_nothing(tmp_path):
 
 
 def test_a_call_that_builds_no_library_reaches_the_compiler(tmp_path):
-    env = {**os.environ, "MIXERS_CXX_STORE": str(tmp_path)}
-    env.pop("MIXERS_CXX", None)
+    env = {**os.environ, **compiler_environment(tmp_path)}
     done = subprocess.run(
-        [CXX_STORE, "--version"], env=env, capture_output=True, text=True
+        [env["CXX"], "--version"], env=env, capture_output=True, text=True
     )
     real = subprocess.run(["g++", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout == real.stdout
@@ -94,6 +95,7 @@ def test_inductor_takes_the_front_for_the_compiler_behind_it(tmp_path):
     from torch._inductor.cpp_builder import _is_clang, _is_gcc
 
     for compiler, is_it in [("g++", _is_gcc), ("/usr/bin/clang++", _is_clang)]:
-        front = compiler_front(tmp_path, compiler)
-        assert is_it(str(front)) and front.resolve() == CXX_STORE.resolve()
-    assert compiler_front(tmp_path, "g++").name == "g++"  # made once, reused
+        front = compiler_environment(tmp_path, compiler)["CXX"]
+        assert is_it(front) and Path(front).resolve() == CXX_STORE.resolve()
+    front = compiler_environment(tmp_path, "g++")["CXX"]  # made once, reused
+    assert Path(front).name == "g++"

@@ -25,6 +25,7 @@ either they skip, unless ``MIXERS_REQUIRE_BROWSER=1`` (as in CI), where they fai
 """
 
 import base64
+import contextlib
 import functools
 import hashlib
 import http.server
@@ -126,6 +127,19 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def serving(handler, host: str = "127.0.0.1"):
+    """An HTTP server at a free port of ``host``, in a thread of its own,
+    for the ``with`` block."""
+    server = http.server.ThreadingHTTPServer((host, 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture(scope="module")
 def site_url():
     if not (SITE / "index.html").is_file():
@@ -133,12 +147,8 @@ def site_url():
             f"no built site: {SITE / 'index.html'} is missing; build it with "
             "`jupyter-book build . --warningiserror` (or set MIXERS_SITE_DIR to a built copy)"
         )
-    handler = functools.partial(QuietHandler, directory=SITE)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(functools.partial(QuietHandler, directory=SITE)) as server:
+        yield f"http://127.0.0.1:{server.server_port}"
 
 
 @pytest.fixture(scope="module")
@@ -1087,41 +1097,35 @@ def test_a_request_to_another_host_fails_and_is_reported(site_url, browser):
     127.0.0.2 hears nothing."""
     heard = []
 
-    class Counting(http.server.BaseHTTPRequestHandler):
+    class Counting(QuietHandler):
         def do_GET(self):
             heard.append(self.path)
             self.send_response(200)
             self.end_headers()
 
-        def log_message(self, *args):
-            pass
-
-    other = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Counting)
-    threading.Thread(target=other.serve_forever, daemon=True).start()
-    at_an_address = f"http://127.0.0.2:{other.server_port}/b.js"
     problems = {}
-    context = browser.new_context()
-    context.set_default_timeout(HANG_MS)
-    try:
-        page = context.new_page()
-        watch_network_and_console(context, page, site_url, problems)
-        page.goto(f"{site_url}/book/intro.html", wait_until="load")
-        outcomes = [
-            page.evaluate(
-                """url => fetch(url).then(() => "reached", () => "failed")""",
-                url,
-            )
-            for url in ("https://cdn.example.org/a.js", at_an_address)
-        ]
-        page.evaluate("""() => new Promise(done => {
-            const image = new Image();
-            image.onload = image.onerror = done;
-            image.src = "http://images.example.com/a.png";
-        })""")
-    finally:
-        context.close()
-        other.shutdown()
-        other.server_close()
+    with serving(Counting, "127.0.0.2") as other:
+        at_an_address = f"http://127.0.0.2:{other.server_port}/b.js"
+        context = browser.new_context()
+        context.set_default_timeout(HANG_MS)
+        try:
+            page = context.new_page()
+            watch_network_and_console(context, page, site_url, problems)
+            page.goto(f"{site_url}/book/intro.html", wait_until="load")
+            outcomes = [
+                page.evaluate(
+                    """url => fetch(url).then(() => "reached", () => "failed")""",
+                    url,
+                )
+                for url in ("https://cdn.example.org/a.js", at_an_address)
+            ]
+            page.evaluate("""() => new Promise(done => {
+                const image = new Image();
+                image.onload = image.onerror = done;
+                image.src = "http://images.example.com/a.png";
+            })""")
+        finally:
+            context.close()
     assert outcomes == ["failed", "failed"] and heard == [], heard
     reported = [m for m in problems.values() if "another host" in m]
     assert reported == [
