@@ -1133,3 +1133,59 @@ def test_a_request_to_another_host_fails_and_is_reported(site_url, browser):
         f"request to another host: {at_an_address}",
         "request to another host: http://images.example.com/a.png",
     ], problems
+
+
+def test_an_icon_that_shows_nothing_is_reported(site_url, browser):
+    """The header's icon check, given icons drawn in no colour on purpose:
+    the full-screen button's, in the header, and the file icon of the
+    download menu, which the check opens. Each is reported, and no other.
+    Before that, the check's picture of the header's icons shows each icon
+    as a picture of the whole screen does, pixel for pixel."""
+    import io
+
+    import site_chrome
+    from PIL import Image, ImageChops
+
+    context = browser.new_context(viewport=WIDTHS["desktop"])
+    context.set_default_timeout(HANG_MS)
+    try:
+        page = context.new_page()
+        page.goto(f"{site_url}/book/intro.html", wait_until="load")
+        icons, picture = site_chrome.icons_on_a_still_screen(
+            page, site_chrome.HEADER
+        )
+        screen = Image.open(io.BytesIO(page.screenshot())).convert("L")
+        page.add_style_tag(
+            content=".fa-expand::before, .fa-file::before"
+            " { background-color: transparent !important; }"
+        )
+        problems = site_chrome.header_icons_blank(page, "blank-icons")
+    finally:
+        context.close()
+    assert len(icons) >= 6
+    for icon in icons:
+        shown = screen.crop(icon["box"])
+        assert not ImageChops.difference(
+            picture.part(icon["box"]), shown
+        ).getbbox(), icon
+    assert sorted(problems) == [
+        "the icon 'fas fa-expand' shows nothing",
+        "the icon 'fas fa-file' shows nothing",
+    ], problems
+
+
+def test_a_picture_of_part_of_the_screen_is_read_where_it_lies():
+    """``site_chrome.Picture``: a box of the screen is read at its place in
+    the picture, and a box the picture does not wholly hold is not read."""
+    from PIL import Image
+    from site_chrome import Picture
+
+    image = Image.new("L", (100, 50))
+    image.paste(255, (30, 20, 40, 30))  # a white square, in the picture
+    picture = Picture(image, left=200, top=100)  # where it lies on screen
+    assert picture.part((230, 120, 240, 130)).getextrema() == (255, 255)
+    assert picture.part((200, 100, 210, 110)).getextrema() == (0, 0)
+    assert picture.part((199, 120, 210, 130)) is None
+    assert picture.part((290, 140, 301, 150)) is None
+    assert picture.part((250, 140, 260, 151)) is None
+    assert Picture(None).part((0, 0, 1, 1)) is None
