@@ -198,8 +198,12 @@ def picture_of(page, icons) -> Picture:
     left, top = min(box[0] for box in boxes), min(box[1] for box in boxes)
     right, bottom = max(box[2] for box in boxes), max(box[3] for box in boxes)
     clip = {"x": left, "y": top, "width": right - left, "height": bottom - top}
-    image = Image.open(io.BytesIO(page.screenshot(clip=clip))).convert("L")
-    return Picture(image, left, top)
+    return Picture(grey(page.screenshot(clip=clip)), left, top)
+
+
+def grey(png: bytes) -> Image.Image:
+    """A screenshot (PNG bytes) as an image in grey."""
+    return Image.open(io.BytesIO(png)).convert("L")
 
 
 def blank(page, screen: Picture, icon) -> bool:
@@ -209,7 +213,7 @@ def blank(page, screen: Picture, icon) -> bool:
     image = screen.part(icon["box"])
     if image is None:
         locator = page.locator(f'[data-icon-index="{icon["index"]}"]')
-        image = Image.open(io.BytesIO(locator.screenshot())).convert("L")
+        image = grey(locator.screenshot())
     low, high = image.getextrema()
     return high - low < 40
 

@@ -30,9 +30,8 @@ def build(tmp_path, monkeypatch):
         (folder / "answer.cpp").write_text(source)
         library = folder / "answer.so"
         done = subprocess.run(
-            [os.environ["CXX"], folder / "answer.cpp", *flags, "-shared"]
-            + ["-fPIC"]
-            + ["-o", library],
+            [os.environ["CXX"], folder / "answer.cpp", *flags]
+            + ["-shared", "-fPIC", "-o", library],
             capture_output=True,
             text=True,
         )

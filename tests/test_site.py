@@ -1141,10 +1141,8 @@ def test_an_icon_that_shows_nothing_is_reported(site_url, browser):
     download menu, which the check opens. Each is reported, and no other.
     Before that, the check's picture of the header's icons shows each icon
     as a picture of the whole screen does, pixel for pixel."""
-    import io
-
     import site_chrome
-    from PIL import Image, ImageChops
+    from PIL import ImageChops
 
     context = browser.new_context(viewport=WIDTHS["desktop"])
     context.set_default_timeout(HANG_MS)
@@ -1154,7 +1152,7 @@ def test_an_icon_that_shows_nothing_is_reported(site_url, browser):
         icons, picture = site_chrome.icons_on_a_still_screen(
             page, site_chrome.HEADER
         )
-        screen = Image.open(io.BytesIO(page.screenshot())).convert("L")
+        screen = site_chrome.grey(page.screenshot())
         page.add_style_tag(
             content=".fa-expand::before, .fa-file::before"
             " { background-color: transparent !important; }"
