@@ -31,7 +31,15 @@ SPREAD_FILES = {"tests/test_site.py", "tests/test_conventions.py"}
 FLEX_FRESH = (
     "tests/test_conventions.py::test_flex_equals_eager_at_every_length_in"
 )
+# The built site's pages in the browser, one after another on one worker
+# (for every two workers): a page's check waits on the browser drawing and on
+# the driver's round trips, and leaves part of a core idle, which the other
+# worker's tests (compiling, training: never waiting) fill. Two workers both
+# in the browser left 20-29 % of the two cores idle (sampled every 5 s).
+SITE_PAGES = "tests/test_site.py::test_the_page_works_in_a_browser"
 HEAVY_FIRST = (
+    # 66 pages at two widths: 524 s on one worker (a run of the suite)
+    SITE_PAGES,
     # four fresh processes compiling flex_attention, two groups: 96 + 29 s
     FLEX_FRESH,
     # a fresh process compiling three models: 65 s alone
@@ -88,4 +96,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if group := xdist_group(item):
             item.add_marker(pytest.mark.xdist_group(group))
+    # The site's pages in one group for every two workers.
+    parts = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "2")) // 2)
+    pages = [item for item in items if item.nodeid.startswith(SITE_PAGES)]
+    for place, item in enumerate(pages):
+        group = f"the site's pages, part {place % parts + 1} of {parts}"
+        item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=heaviness)  # stable: each group's own order is kept
