@@ -959,18 +959,14 @@ def sidebars_dead(page, width: str, screenshot_stem: str) -> list[str]:
 DRAWER_WAIT = HANG_MS
 
 
-def settled_box(locator, seconds: float = HANG_MS / SECONDS) -> dict:
-    """The element's bounding box once it has stopped moving (two reads 100 ms apart agree), or
-    the last one read after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    box = locator.bounding_box()
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        now = locator.bounding_box()
-        if now == box:
-            break
-        box = now
-    return box
+def settled_box(locator) -> dict:
+    """The element's bounding box once it has stopped moving: when every
+    animation and transition of the page has ended, those that repeat
+    forever left out (the theme's drawers have none: then at once)."""
+    locator.page.evaluate("""() => Promise.allSettled(document.getAnimations()
+        .filter(a => a.effect?.getComputedTiming().iterations !== Infinity)
+        .map(a => a.finished))""")
+    return locator.bounding_box()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1214,6 +1210,33 @@ def test_a_request_in_flight_is_waited_for_and_one_that_never_ends_reported(
     assert late == [] and f"{url}/late" in traffic.downloaded, traffic
     assert never == [f"a request never ended (1 s): {url}/never"], never
     assert problems == {}, problems
+
+
+def test_a_box_is_read_once_its_transition_has_ended(site_url, browser):
+    """settled_box, given a square that slides 200 px in 0.6 s beside a
+    spinner that turns forever: the box is where the square ends."""
+    context = browser.new_context()
+    context.set_default_timeout(HANG_MS)
+    try:
+        page = context.new_page()
+        page.goto(f"{site_url}/book/intro.html", wait_until="load")
+        page.evaluate("""() => {
+            const square = document.createElement("div");
+            square.id = "square";
+            square.style.cssText = "position: fixed; left: 0; top: 0;"
+                + " width: 50px; height: 50px; background: red;"
+                + " transition: transform 0.6s linear";
+            const spinner = document.createElement("div");
+            spinner.animate([{rotate: "0deg"}, {rotate: "360deg"}],
+                {duration: 1000, iterations: Infinity});
+            document.body.append(square, spinner);
+            square.getBoundingClientRect();
+            square.style.transform = "translateX(200px)";
+        }""")
+        box = settled_box(page.locator("#square"))
+    finally:
+        context.close()
+    assert box["x"] == 200, box
 
 
 def test_an_icon_that_shows_nothing_is_reported(site_url, browser):
