@@ -96,9 +96,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if group := xdist_group(item):
             item.add_marker(pytest.mark.xdist_group(group))
-    # The site's pages in one group for every two workers.
+    # The site's pages in one group for every two workers, where the run has
+    # at least as many other tests as pages to fill the idle core (`pytest
+    # tests/test_site.py` spreads them over every worker).
     parts = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "2")) // 2)
     pages = [item for item in items if item.nodeid.startswith(SITE_PAGES)]
+    if len(items) < 2 * len(pages):
+        pages = []
     for place, item in enumerate(pages):
         group = f"the site's pages, part {place % parts + 1} of {parts}"
         item.add_marker(pytest.mark.xdist_group(group))
