@@ -211,10 +211,10 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
         traffic = watch_network_and_console(context, page, site_url, problems)
         page.goto(f"{site_url}/{page_path}.html", wait_until="load")
         wait_for_views_and_maths(page, problems)
-        for message in requests_unfinished(page, traffic):
-            problems.setdefault(message, message)
         # The page has settled: what it has fetched is a first visit.
         first_visit = sum(traffic.downloaded.values())
+        for message in requests_unfinished(page, traffic):
+            problems.setdefault(message, message)
 
         save_screenshot(
             page, f"{screenshot_name(page_path)}-{width}", full_page=True
