@@ -1,13 +1,30 @@
 """Checks that several test modules share (imported as ``helpers``: pytest puts tests/ on the path)."""
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from cxx_store import compiler_environment
+
+
+def load_module(path, name: str | None = None):
+    """The Python file at ``path`` (a tool, a Sphinx extension, a conftest:
+    none of them on the import path) loaded as a module named ``name``
+    (the file's stem if None). It is entered in ``sys.modules`` before it
+    runs, since a dataclass looks its own module up there."""
+    spec = importlib.util.spec_from_file_location(
+        name or Path(path).stem, path
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 # A fresh process that compiles may take many minutes on a busy machine: this
 # limit only stops a hang, and no verdict depends on how long it took.

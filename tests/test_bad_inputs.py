@@ -1649,16 +1649,13 @@ def gpu_check_usage(*argv):
     checked (the check's first step, before any work); its usage error as a
     ValueError holding what it prints."""
     import contextlib
-    import importlib.util
     import io
-    import sys
     from pathlib import Path
 
+    from helpers import load_module
+
     path = Path(__file__).resolve().parents[1] / "tools" / "gpu_check.py"
-    spec = importlib.util.spec_from_file_location("gpu_check_usage", path)
-    tool = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = tool
-    spec.loader.exec_module(tool)
+    tool = load_module(path, "gpu_check_usage")
     printed = io.StringIO()
     try:
         with contextlib.redirect_stderr(printed):

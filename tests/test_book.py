@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -105,18 +106,13 @@ def test_notebooks_are_committed_with_outputs_and_no_errors(notebook):
 def test_one_command_points_the_config_and_every_colab_cell_at_a_new_repository(
     tmp_path,
 ):
-    import importlib.util
     import shutil
 
     (tmp_path / "book").mkdir()
     shutil.copy(ROOT / "_config.yml", tmp_path / "_config.yml")
     for notebook in NOTEBOOKS:
         shutil.copy(notebook, tmp_path / "book" / notebook.name)
-    spec = importlib.util.spec_from_file_location(
-        "set_repository_url", ROOT / "tools" / "set_repository_url.py"
-    )
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_module(ROOT / "tools" / "set_repository_url.py")
 
     url = "https://github.com/someone/their-mixers"
     tool.set_repository_url(url, root=tmp_path)
@@ -214,14 +210,9 @@ def test_every_figure_has_a_name_a_caption_and_alt_text(notebook):
 def test_each_page_includes_each_script_once():
     # Jupyter Book adds sphinx-thebe's inline configuration twice (file name None, then ""), which
     # threw "Identifier 'THEBE_JS_URL' has already been declared" on every page.
-    import importlib.util
     from types import SimpleNamespace
 
-    spec = importlib.util.spec_from_file_location(
-        "unique_scripts", ROOT / "book" / "_ext" / "unique_scripts.py"
-    )
-    extension = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(extension)
+    extension = load_module(ROOT / "book" / "_ext" / "unique_scripts.py")
     thebe = {"body": "const THEBE_JS_URL = 'x'"}
     scripts = [
         SimpleNamespace(filename="_static/a.js", attributes={}),
@@ -374,14 +365,7 @@ def test_every_chapter_ends_with_exercises_whose_solutions_run_and_a_next_pointe
 
 
 def reading_path():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "reading_path", ROOT / "tools" / "reading_path.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(ROOT / "tools" / "reading_path.py")
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)

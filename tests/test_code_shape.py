@@ -14,14 +14,13 @@ the shape of the code, measured from the source itself.
 """
 
 import ast
-import importlib.util
 import io
 import re
-import sys
 import tokenize
 from pathlib import Path
 
 import pytest
+from helpers import load_module
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "mixers"
 MODULES = sorted(PACKAGE.rglob("*.py"))
@@ -169,17 +168,7 @@ def test_every_core_page_carries_its_maths_typeset(module):
     )
 
 
-def _load_repetition():
-    spec = importlib.util.spec_from_file_location(
-        "repetition", PACKAGE.parents[1] / "tools" / "repetition.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-repetition = _load_repetition()
+repetition = load_module(PACKAGE.parents[1] / "tools" / "repetition.py")
 
 
 def test_the_package_repeats_itself_little():

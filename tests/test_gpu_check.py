@@ -6,7 +6,6 @@ anything took: the rehearsal's budget (7,200 s, each stage's allotment 15 times 
 minutes and more) is a budget for a hang, not a clock that a busy machine beats: every stage but
 the one the hook stops must end "ok", and every check below runs on every machine."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,21 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_tool():
-    spec = importlib.util.spec_from_file_location(
-        "gpu_check", ROOT / "tools" / "gpu_check.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-gpu_check = load_tool()
+gpu_check = load_module(ROOT / "tools" / "gpu_check.py")
 
 
 def alive_in_group(pgid: int) -> list[int]:

@@ -3,24 +3,15 @@ workers: the built site's pages go one after another on one worker of every
 two, first, when the run has other tests to fill the core a page leaves
 idle; otherwise they are spread over every worker."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from helpers import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_root_conftest():
-    spec = importlib.util.spec_from_file_location(
-        "root_conftest", ROOT / "conftest.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-root = load_root_conftest()
+root = load_module(ROOT / "conftest.py", "root_conftest")
 
 
 class Item:
