@@ -736,11 +736,17 @@ def tables_scroll_unseen(page, widest_first_column: float = 0.5) -> list[str]:
     sets, and the fade that mixers.css draws from it), and the table's first column, which names
     each row, is sticky: scrolled to the end, the first column is still at the box's left edge,
     opaque, with a shadow beside it, and the cue at the right edge is gone. The first column
-    leaves at least half of the box to the columns that scroll. Each box is scrolled back after."""
+    leaves at least half of the box to the columns that scroll. Each box is scrolled back after.
+    A table in a closed fold (a hidden cell's output) is checked as a reader who opens the fold
+    sees it: the folds are opened, then closed again."""
     return page.evaluate(
         """async widest => {
         const frame = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
         const found = [];
+        const closed = [...document.querySelectorAll(".bd-article details:not([open])")]
+            .filter(fold => fold.querySelector("table"));
+        closed.forEach(fold => fold.open = true);
+        await frame();
         const tables = [...document.querySelectorAll(".bd-article table")]
             .filter(table => !table.closest(".mx-view") && table.getClientRects().length);
         for (const [i, table] of tables.entries()) {
@@ -777,6 +783,7 @@ def tables_scroll_unseen(page, widest_first_column: float = 0.5) -> list[str]:
             box.scrollLeft = 0;
             await frame();
         }
+        closed.forEach(fold => fold.open = false);
         return found;
     }""",
         widest_first_column,

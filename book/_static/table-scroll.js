@@ -11,27 +11,35 @@
 (() => {
   const BOXES = '.pst-scrollable-table-container, mjx-container[display="true"]';
 
-  const mark = (box) => {
-    const more = box.scrollWidth - box.clientWidth;
-    // A pixel of slack: widths are fractional and the scroll position is rounded.
-    box.toggleAttribute("data-more-left", more > 1 && box.scrollLeft > 1);
-    box.toggleAttribute("data-more-right", more > 1 && box.scrollLeft < more - 1);
+  // Every box is measured before any is marked: a mark changes the page's style, so a box
+  // measured after one was marked would lay the whole page out again, once for each of a
+  // chapter's dozens of equations.
+  const mark = (boxes) => {
+    const marks = [...boxes].map((box) => {
+      const more = box.scrollWidth - box.clientWidth;
+      // A pixel of slack: widths are fractional and the scroll position is rounded.
+      return [box, more > 1 && box.scrollLeft > 1, more > 1 && box.scrollLeft < more - 1];
+    });
+    for (const [box, left, right] of marks) {
+      box.toggleAttribute("data-more-left", left);
+      box.toggleAttribute("data-more-right", right);
+    }
   };
 
+  // A box is first marked when the observer first reports its size, which it does for every
+  // box it starts to watch, after the page's next layout.
   const resized = new ResizeObserver((entries) => {
-    for (const entry of entries) {
-      const box = entry.target.closest(BOXES);
-      if (box) mark(box);
-    }
+    const boxes = new Set(entries.map((entry) => entry.target.closest(BOXES)));
+    boxes.delete(null);
+    mark(boxes);
   });
   const watched = new WeakSet();
   const watch = (box) => {
     if (watched.has(box)) return;
     watched.add(box);
-    mark(box);
     resized.observe(box);
     for (const child of box.children) resized.observe(child);
-    box.addEventListener("scroll", () => mark(box), { passive: true });
+    box.addEventListener("scroll", () => mark([box]), { passive: true });
   };
 
   const start = () => {
