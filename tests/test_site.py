@@ -207,7 +207,7 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
     context.set_default_timeout(HANG_MS)
     try:
         page = context.new_page()
-        downloaded = watch_network_and_console(
+        downloaded, in_flight = watch_network_and_console(
             context, page, site_url, problems
         )
         page.goto(f"{site_url}/{page_path}.html", wait_until="load")
@@ -248,9 +248,8 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + site_annotated.moving_around_fails(page, page_path, width)
         ):
             problems.setdefault(message, message)
-        page.wait_for_load_state(
-            "networkidle"
-        )  # what the controls asked for is checked too
+        # What the controls asked for is checked too, each request to its end.
+        problems.update(requests_unended(page, in_flight))
     finally:
         context.close()
     if problems:
@@ -278,6 +277,10 @@ def watch_network_and_console(context, page, site_url, problems):
             )
 
     downloaded = {}  # url -> bytes: what a first visit costs
+    in_flight = set()  # the requests not yet answered or failed
+
+    def on_started(request):
+        in_flight.add(request)
 
     def on_response(response):
         if local(response.url) and response.status >= 400:
@@ -286,12 +289,14 @@ def watch_network_and_console(context, page, site_url, problems):
             )
 
     def on_finished(request):
+        in_flight.discard(request)
         sizes = request.sizes()
         downloaded[request.url] = (
             sizes["responseBodySize"] + sizes["responseHeadersSize"]
         )
 
     def on_request_failed(request):
+        in_flight.discard(request)
         if local(
             request.url
         ):  # the other hosts' requests fail, and are reported above
@@ -323,12 +328,37 @@ def watch_network_and_console(context, page, site_url, problems):
         )
 
     context.on("request", on_request)
+    page.on("request", on_started)
     page.on("response", on_response)
     page.on("requestfinished", on_finished)
     page.on("requestfailed", on_request_failed)
     page.on("console", on_console)
     page.on("pageerror", on_page_error)
-    return downloaded
+    return downloaded, in_flight
+
+
+def requests_unended(
+    page, in_flight: set, hang_s: float = HANG_MS / SECONDS
+) -> dict[str, str]:
+    """Waits until every request the page has started has been answered or
+    has failed, so that each is checked (watch_network_and_console) before
+    the page is closed. Playwright's "networkidle" cannot serve here: it
+    fires once a page has loaded, and waiting for it again returns at once,
+    whatever a control started since. A request still open at the hang's
+    limit (``hang_s``) is reported. Playwright hands over the network's
+    events while it is called, hence the short waits in between."""
+    deadline = time.monotonic() + hang_s
+    while in_flight and time.monotonic() < deadline:
+        page.wait_for_timeout(REQUEST_POLL_MS)
+    return {
+        request.url: f"a request never ended (in {hang_s:g} s): {request.url}"
+        for request in in_flight
+    }
+
+
+# How often requests_unended looks again (its wait ends at the first look
+# that finds none open).
+REQUEST_POLL_MS = 20
 
 
 def wait_for_views_and_maths(page, problems):
@@ -1136,6 +1166,48 @@ def test_a_request_to_another_host_fails_and_is_reported(site_url, browser):
         f"request to another host: {at_an_address}",
         "request to another host: http://images.example.com/a.png",
     ], problems
+
+
+def test_a_request_started_after_the_load_is_awaited_and_checked(browser):
+    """The page test's last wait, given two requests that a page starts
+    once it has loaded and settled, as a control may: one the server
+    answers with a 404 half a second later, which is waited for and
+    reported, and one it never answers, which is reported at the hang's
+    limit (here 2 s). Playwright's "networkidle", waited for again, returns
+    at once: the page would close with both requests open, unchecked."""
+    never = threading.Event()  # set at the end: the server's thread returns
+
+    class Late(QuietHandler):
+        def do_GET(self):
+            if self.path == "/late":
+                time.sleep(0.5)
+                self.send_error(404)
+            elif self.path == "/never":
+                never.wait()
+            else:
+                super().do_GET()
+
+    problems = {}
+    with serving(functools.partial(Late, directory=SITE)) as server:
+        url = f"http://127.0.0.1:{server.server_port}"
+        context = browser.new_context()
+        context.set_default_timeout(HANG_MS)
+        try:
+            page = context.new_page()
+            _, in_flight = watch_network_and_console(
+                context, page, url, problems
+            )
+            page.goto(f"{url}/book/intro.html", wait_until="load")
+            page.wait_for_load_state("networkidle")
+            page.evaluate("() => { fetch('/late'); fetch('/never'); }")
+            unended = requests_unended(page, in_flight, hang_s=2)
+        finally:
+            context.close()
+            never.set()
+    assert f"HTTP 404: {url}/late" in problems.values(), problems
+    assert unended == {
+        f"{url}/never": f"a request never ended (in 2 s): {url}/never"
+    }
 
 
 def test_a_box_is_read_once_its_transition_has_ended(site_url, browser):
