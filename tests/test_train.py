@@ -1537,7 +1537,7 @@ GPU_PATH_SCRIPT = Path(__file__).with_name("gpu_path_on_cpu.py")
 
 
 def test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one(
-    tmp_path,
+    tmp_path, cxx_store
 ):
     """No GPU has run the gpu profile; its code path can still be run. In a fresh process,
     tests/gpu_path_on_cpu.py trains a tiny model with each attention-family token mixer (each
@@ -1546,12 +1546,18 @@ def test_the_gpu_profiles_code_path_runs_on_a_cpu_and_equals_the_eager_one(
     CPU's bf16 support stubbed in, as a GPU with bf16 would choose it) and the fused attention
     kernels; each loss equals the same steps uncompiled, to bf16's precision, and the model
     compiles whole, with no graph break (a value read back in a layer once split the ALiBi model's
-    graph at every layer)."""
+    graph at every layer). Its C++ is built through tests/cxx_store.py, as the fresh flex
+    processes' is: Inductor's caches stay empty, and a library another process of the session
+    built from the same source (the probes of the CPU's vector instructions, four builds in
+    each fresh process) is copied, not built again."""
     import mixers
 
     corpus = Path(mixers.__file__).with_name("tinyshakespeare.txt")
     report = json_from_a_fresh_process(
-        GPU_PATH_SCRIPT, corpus, cache=tmp_path / "inductor"
+        GPU_PATH_SCRIPT,
+        corpus,
+        cache=tmp_path / "inductor",
+        cxx_store=cxx_store,
     )
     assert sorted(report) == ["alibi", "attention", "rotary"]
     # each compiled into a cache of its own
