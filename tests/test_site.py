@@ -201,17 +201,14 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
 
     problems = {}  # one message per failing URL or per distinct error, in the order seen
     # A phone has a touch screen: its sidebar buttons are tapped (a desktop's are clicked).
-    context = browser.new_context(
-        viewport=WIDTHS[width], has_touch=width == "phone"
-    )
-    context.set_default_timeout(HANG_MS)
-    try:
-        page = context.new_page()
-        downloaded, in_flight = watch_network_and_console(
-            context, page, site_url, problems
-        )
-        page.goto(f"{site_url}/{page_path}.html", wait_until="load")
-        page.wait_for_load_state("networkidle")
+    with opened_page(
+        browser,
+        site_url,
+        page_path,
+        problems,
+        viewport=WIDTHS[width],
+        has_touch=width == "phone",
+    ) as (page, downloaded, in_flight):
         wait_for_views_and_maths(page, problems)
         first_visit = sum(downloaded.values())
 
@@ -251,8 +248,6 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
         # What the controls asked for is checked too, each request to its end.
         for url, message in requests_unended(page, in_flight).items():
             problems.setdefault(url, message)
-    finally:
-        context.close()
     if problems:
         pytest.fail(
             f"{page_path}.html at {width} width:\n  "
@@ -263,6 +258,28 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
 
 # ---------------------------------------------------------------------------------------------
 # Loading a page: only from the local server, without errors, then waiting for it to settle.
+
+
+@contextlib.contextmanager
+def opened_page(browser, site_url, page_path, problems, **context_options):
+    """``page_path`` of the site at ``site_url`` in a page of a new browser
+    context (``context_options``: its viewport, a touch screen), its network
+    and console watched from the start (``watch_network_and_console``, which
+    writes into ``problems``), loaded and settled; the context is closed
+    after the ``with`` block. Yields the page, what it downloaded and the
+    requests in flight."""
+    context = browser.new_context(**context_options)
+    context.set_default_timeout(HANG_MS)
+    try:
+        page = context.new_page()
+        downloaded, in_flight = watch_network_and_console(
+            context, page, site_url, problems
+        )
+        page.goto(f"{site_url}/{page_path}.html", wait_until="load")
+        page.wait_for_load_state("networkidle")
+        yield page, downloaded, in_flight
+    finally:
+        context.close()
 
 
 def watch_network_and_console(context, page, site_url, problems):
@@ -1195,19 +1212,15 @@ def test_a_request_started_after_the_load_is_awaited_and_checked(
     problems = {}
     with serving(functools.partial(Late, directory=SITE)) as server:
         url = f"http://127.0.0.1:{server.server_port}"
-        context = browser.new_context()
-        context.set_default_timeout(HANG_MS)
         try:
-            page = context.new_page()
-            _, in_flight = watch_network_and_console(
-                context, page, url, problems
-            )
-            page.goto(f"{url}/book/intro.html", wait_until="load")
-            page.wait_for_load_state("networkidle")
-            page.evaluate("() => { fetch('/late'); fetch('/never'); }")
-            unended = requests_unended(page, in_flight, hang_s=2)
+            with opened_page(browser, url, "book/intro", problems) as (
+                page,
+                _,
+                in_flight,
+            ):
+                page.evaluate("() => { fetch('/late'); fetch('/never'); }")
+                unended = requests_unended(page, in_flight, hang_s=2)
         finally:
-            context.close()
             never.set()
     assert f"HTTP 404: {url}/late" in problems.values(), problems
     assert unended == {
