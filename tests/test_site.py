@@ -26,6 +26,7 @@ either they skip, unless ``MIXERS_REQUIRE_BROWSER=1`` (as in CI), where they fai
 
 import base64
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import http.server
@@ -208,9 +209,9 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
         problems,
         viewport=WIDTHS[width],
         has_touch=width == "phone",
-    ) as (page, downloaded, in_flight):
+    ) as (page, traffic):
         wait_for_views_and_maths(page, problems)
-        first_visit = sum(downloaded.values())
+        first_visit = sum(traffic.downloaded.values())
 
         save_screenshot(
             page, f"{screenshot_name(page_path)}-{width}", full_page=True
@@ -233,7 +234,7 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
             + annotated_source_incomplete(page, page_path, width)
             + site_teaching.problems(page, page_path, width)
             + site_annotated.problems(page, page_path, width)
-            + site_chrome.problems(page, page_path, downloaded)
+            + site_chrome.problems(page, page_path, traffic.downloaded)
             # Then the checks that move controls and open menus.
             + exercise_views(page, page_path)
             + sidebars_dead(
@@ -243,11 +244,10 @@ def test_the_page_works_in_a_browser(site_url, browser, page_path, width):
                 page, f"{screenshot_name(page_path)}-{width}"
             )
             + site_annotated.moving_around_fails(page, page_path, width)
+            # What the controls and menus asked for is checked too.
+            + requests_unfinished(page, traffic)
         ):
             problems.setdefault(message, message)
-        # What the controls asked for is checked too, each request to its end.
-        for url, message in requests_unended(page, in_flight).items():
-            problems.setdefault(url, message)
     if problems:
         pytest.fail(
             f"{page_path}.html at {width} width:\n  "
@@ -266,18 +266,15 @@ def opened_page(browser, site_url, page_path, problems, **context_options):
     context (``context_options``: its viewport, a touch screen), its network
     and console watched from the start (``watch_network_and_console``, which
     writes into ``problems``), loaded and settled; the context is closed
-    after the ``with`` block. Yields the page, what it downloaded and the
-    requests in flight."""
+    after the ``with`` block. Yields the page and its ``Traffic``."""
     context = browser.new_context(**context_options)
     context.set_default_timeout(HANG_MS)
     try:
         page = context.new_page()
-        downloaded, in_flight = watch_network_and_console(
-            context, page, site_url, problems
-        )
+        traffic = watch_network_and_console(context, page, site_url, problems)
         page.goto(f"{site_url}/{page_path}.html", wait_until="load")
         page.wait_for_load_state("networkidle")
-        yield page, downloaded, in_flight
+        yield page, traffic
     finally:
         context.close()
 
@@ -294,11 +291,13 @@ def watch_network_and_console(context, page, site_url, problems):
                 request.url, f"request to another host: {request.url}"
             )
 
-    downloaded = {}  # url -> bytes: what a first visit costs
-    in_flight = set()  # the requests not yet answered or failed
+    traffic = Traffic()
 
-    def on_started(request):
-        in_flight.add(request)
+    def on_sent(request):
+        traffic.in_flight.add(request)
+
+    def on_ended(request):
+        traffic.in_flight.discard(request)
 
     def on_response(response):
         if local(response.url) and response.status >= 400:
@@ -307,14 +306,14 @@ def watch_network_and_console(context, page, site_url, problems):
             )
 
     def on_finished(request):
-        in_flight.discard(request)
         sizes = request.sizes()
-        downloaded[request.url] = (
+        traffic.downloaded[request.url] = (
             sizes["responseBodySize"] + sizes["responseHeadersSize"]
         )
+        on_ended(request)
 
     def on_request_failed(request):
-        in_flight.discard(request)
+        on_ended(request)
         if local(
             request.url
         ):  # the other hosts' requests fail, and are reported above
@@ -346,37 +345,39 @@ def watch_network_and_console(context, page, site_url, problems):
         )
 
     context.on("request", on_request)
-    page.on("request", on_started)
+    page.on("request", on_sent)
     page.on("response", on_response)
     page.on("requestfinished", on_finished)
     page.on("requestfailed", on_request_failed)
     page.on("console", on_console)
     page.on("pageerror", on_page_error)
-    return downloaded, in_flight
+    return traffic
 
 
-def requests_unended(
-    page, in_flight: set, hang_s: float = HANG_MS / SECONDS
-) -> dict[str, str]:
-    """Waits until every request the page has started has been answered or
-    has failed, so that each is checked (watch_network_and_console) before
-    the page is closed. Playwright's "networkidle" cannot serve here: it
-    fires once a page has loaded, and waiting for it again returns at once,
-    whatever a control started since. A request still open at the hang's
-    limit (``hang_s``) is reported. Playwright hands over the network's
-    events while it is called, hence the short waits in between."""
-    deadline = time.monotonic() + hang_s
-    while in_flight and time.monotonic() < deadline:
-        page.wait_for_timeout(REQUEST_POLL_MS)
-    return {
-        request.url: f"a request never ended (in {hang_s:g} s): {request.url}"
-        for request in in_flight
-    }
+@dataclasses.dataclass
+class Traffic:
+    """What a page has fetched (url -> bytes: what a first visit costs) and
+    the requests it has sent that have not yet finished or failed."""
+
+    downloaded: dict = dataclasses.field(default_factory=dict)
+    in_flight: set = dataclasses.field(default_factory=set)
 
 
-# How often requests_unended looks again (its wait ends at the first look
-# that finds none open).
-REQUEST_POLL_MS = 20
+def requests_unfinished(
+    page, traffic: Traffic, seconds: float = HANG_MS / SECONDS
+) -> list[str]:
+    """Waits until every request the page has sent has finished or failed
+    (each is then in ``traffic`` and checked by the handlers above); those
+    still open after a hang's limit are the problem. A count, not a quiet
+    period: Playwright's "networkidle" waits for 500 ms without a request,
+    and after it has once fired, waits for nothing."""
+    deadline = time.monotonic() + seconds
+    while traffic.in_flight and time.monotonic() < deadline:
+        page.wait_for_timeout(20)  # Playwright's events are handled meanwhile
+    return [
+        f"a request never ended ({seconds:.0f} s): {request.url}"
+        for request in traffic.in_flight
+    ]
 
 
 def wait_for_views_and_maths(page, problems):
@@ -1215,17 +1216,14 @@ def test_a_request_started_after_the_load_is_awaited_and_checked(
         try:
             with opened_page(browser, url, "book/intro", problems) as (
                 page,
-                _,
-                in_flight,
+                traffic,
             ):
                 page.evaluate("() => { fetch('/late'); fetch('/never'); }")
-                unended = requests_unended(page, in_flight, hang_s=2)
+                unended = requests_unfinished(page, traffic, seconds=2)
         finally:
             never.set()
     assert f"HTTP 404: {url}/late" in problems.values(), problems
-    assert unended == {
-        f"{url}/never": f"a request never ended (in 2 s): {url}/never"
-    }
+    assert unended == [f"a request never ended (2 s): {url}/never"]
 
 
 def test_a_box_is_read_once_its_transition_has_ended(site_url, browser):
