@@ -7,9 +7,11 @@ added since (caches, devices, results files, progress files, locks) adds its cas
 their own (tests/test_runs_share_a_folder.py, tests/test_experiments_all.py); the attention
 layers' aliased arguments, tests/test_attention_aliasing.py."""
 
+import atexit
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -158,8 +160,10 @@ def train_on(device, cuda: bool):
         return train(model, dataset, tiny_config(), device, progress=False)
 
 
-# A folder for the cases that need one (made once, at import: the cases are lambdas).
+# A folder for the cases that need one (made once, at import: the cases are
+# lambdas), removed with all it holds when the process ends.
 TMP = Path(tempfile.mkdtemp(prefix="bad-inputs-"))
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
 
 def packaged_corpus_missing():
@@ -1664,16 +1668,16 @@ def gpu_check_usage(*argv):
         raise ValueError(printed.getvalue()) from usage
 
 
-def a_folder():
-    import tempfile
+def a_folder() -> str:
+    """A new, empty folder."""
+    return tempfile.mkdtemp(dir=TMP)
 
-    return tempfile.mkdtemp()
 
-
-def a_temp_file():
-    import tempfile
-
-    return tempfile.mkstemp()[1]
+def a_temp_file() -> str:
+    """A new, empty file, alone in a new folder."""
+    handle, path = tempfile.mkstemp(dir=a_folder())
+    os.close(handle)
+    return path
 
 
 CASES += [
