@@ -402,18 +402,26 @@ def wait_for_views_and_maths(page, problems):
         problems["views"] = (
             f"a live view was never rendered (no .mx-view after {HANG_MS // SECONDS} s)"
         )
-    # A hang's limit, not a deadline: typesetting ends when it ends on a busy machine.
+    # Then the typeset page is laid out, so that it asks for the fonts its
+    # text and formulas use, and those have loaded: a font that came later
+    # would move what the checks measure. A hang's limit, not a deadline:
+    # typesetting ends when it ends on a busy machine.
     outcome = page.evaluate(
         """hang => {
-        if (!window.MathJax?.startup?.promise) return "done";
+        const typeset = window.MathJax?.startup?.promise ?? Promise.resolve();
+        const settled = typeset.then(() => {
+            document.body.getBoundingClientRect();
+            return document.fonts.ready;
+        });
         const late = new Promise(resolve => setTimeout(() => resolve("late"), hang));
-        return Promise.race([window.MathJax.startup.promise.then(() => "done"), late]);
+        return Promise.race([settled.then(() => "done"), late]);
     }""",
         HANG_MS,
     )
     if outcome != "done":
         problems["mathjax"] = (
-            f"MathJax never finished typesetting (hung: {HANG_MS // SECONDS} s)"
+            "MathJax never finished typesetting, or the page's fonts never"
+            f" loaded (hung: {HANG_MS // SECONDS} s)"
         )
 
 
@@ -1232,6 +1240,52 @@ def test_a_request_started_after_the_load_is_awaited_and_checked(
             never.set()
     assert f"HTTP 404: {url}/late" in problems.values(), problems
     assert unended == [f"a request never ended (2 s): {url}/never"]
+
+
+def test_the_checks_start_once_the_fonts_the_page_asks_for_have_loaded(
+    site_url, browser
+):
+    """wait_for_views_and_maths, given a paragraph added after the load in a
+    font that the server sends a second late: the wait ends with the font
+    loaded, not while it is on its way (text laid out again when it comes
+    would move what the checks measure)."""
+    del site_url  # asked for its check that the site is built
+    font = next(SITE.glob("_static/**/*.woff2"))
+
+    class Slow(QuietHandler):
+        def do_GET(self):
+            if self.path != "/slow.woff2":
+                return super().do_GET()
+            time.sleep(1)
+            body = font.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "font/woff2")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    problems = {}
+    with serving(functools.partial(Slow, directory=SITE)) as server:
+        url = f"http://127.0.0.1:{server.server_port}"
+        with opened_page(browser, url, "book/intro", problems) as (page, _):
+            page.evaluate("""() => {
+                const style = document.createElement("style");
+                style.textContent = "@font-face { font-family: Slow;"
+                    + " src: url(/slow.woff2) format('woff2'); }"
+                    + " #slow { font-family: Slow; }";
+                document.head.append(style);
+                const late = document.createElement("p");
+                late.id = "slow";
+                late.textContent = "A paragraph in a font that comes late.";
+                document.querySelector("main").append(late);
+            }""")
+            wait_for_views_and_maths(page, problems)
+            status = page.evaluate(
+                "() => [...document.fonts].find(f => f.family === 'Slow')"
+                ".status"
+            )
+    assert status == "loaded", status
+    assert not problems, problems
 
 
 def test_a_box_is_read_once_its_transition_has_ended(site_url, browser):
