@@ -1207,12 +1207,12 @@ def test_a_request_started_after_the_load_is_awaited_and_checked(
     site_url, browser
 ):
     """The page test's last wait, given two requests that a page starts
-    once it has loaded and settled, as a control may: one the server
-    answers with a 404 half a second later, which is waited for and
-    reported, and one it never answers, which is reported at the hang's
-    limit (here 2 s). Playwright's "networkidle", waited for again, returns
-    at once: the page would close with both requests open, unchecked. (The
-    page is the built site's, served by a server of the test's own.)"""
+    once it has loaded, as a control may: one the server answers with a 404
+    half a second later, which is waited for and reported, and one it never
+    answers, which is reported at the hang's limit (here 2 s). Playwright's
+    "networkidle", waited for again, returns at once: the page would close
+    with both requests open, unchecked. (The page is the built site's,
+    served by a server of the test's own.)"""
     del site_url  # asked for its check that the site is built
     never = threading.Event()  # set at the end: the server's thread returns
 
