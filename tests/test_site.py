@@ -1250,35 +1250,35 @@ def test_the_checks_start_once_the_fonts_the_page_asks_for_have_loaded(
     loaded, not while it is on its way (text laid out again when it comes
     would move what the checks measure)."""
     del site_url  # asked for its check that the site is built
-    font = next(SITE.glob("_static/**/*.woff2"))
+    # One of the site's own fonts, under a URL of its own (the server reads
+    # no query): the server waits a second before it sends it.
+    font = next(SITE.glob("_static/**/*.woff2")).relative_to(SITE)
+    late_font = f"/{font.as_posix()}?late"
 
     class Slow(QuietHandler):
         def do_GET(self):
-            if self.path != "/slow.woff2":
-                return super().do_GET()
-            time.sleep(1)
-            body = font.read_bytes()
-            self.send_response(200)
-            self.send_header("Content-Type", "font/woff2")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            if self.path == late_font:
+                time.sleep(1)
+            super().do_GET()
 
     problems = {}
     with serving(functools.partial(Slow, directory=SITE)) as server:
         url = f"http://127.0.0.1:{server.server_port}"
         with opened_page(browser, url, "book/intro", problems) as (page, _):
-            page.evaluate("""() => {
+            page.evaluate(
+                """lateFont => {
                 const style = document.createElement("style");
                 style.textContent = "@font-face { font-family: Slow;"
-                    + " src: url(/slow.woff2) format('woff2'); }"
+                    + ` src: url(${lateFont}) format('woff2'); }`
                     + " #slow { font-family: Slow; }";
                 document.head.append(style);
                 const late = document.createElement("p");
                 late.id = "slow";
                 late.textContent = "A paragraph in a font that comes late.";
                 document.querySelector("main").append(late);
-            }""")
+            }""",
+                late_font,
+            )
             wait_for_views_and_maths(page, problems)
             status = page.evaluate(
                 "() => [...document.fonts].find(f => f.family === 'Slow')"
