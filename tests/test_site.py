@@ -141,6 +141,14 @@ def serving(handler, host: str = "127.0.0.1"):
         server.server_close()
 
 
+@contextlib.contextmanager
+def serving_the_site(handler=QuietHandler):
+    """The built site served by ``handler`` (a QuietHandler, or a test's
+    own kind of one) for the ``with`` block: its URL."""
+    with serving(functools.partial(handler, directory=SITE)) as server:
+        yield f"http://127.0.0.1:{server.server_port}"
+
+
 @pytest.fixture(scope="module")
 def site_url():
     if not (SITE / "index.html").is_file():
@@ -148,8 +156,8 @@ def site_url():
             f"no built site: {SITE / 'index.html'} is missing; build it with "
             "`jupyter-book build . --warningiserror` (or set MIXERS_SITE_DIR to a built copy)"
         )
-    with serving(functools.partial(QuietHandler, directory=SITE)) as server:
-        yield f"http://127.0.0.1:{server.server_port}"
+    with serving_the_site() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -1227,8 +1235,7 @@ def test_a_request_started_after_the_load_is_awaited_and_checked(
                 super().do_GET()
 
     problems = {}
-    with serving(functools.partial(Late, directory=SITE)) as server:
-        url = f"http://127.0.0.1:{server.server_port}"
+    with serving_the_site(Late) as url:
         try:
             with opened_page(browser, url, "book/intro", problems) as (
                 page,
@@ -1262,8 +1269,7 @@ def test_the_checks_start_once_the_fonts_the_page_asks_for_have_loaded(
             super().do_GET()
 
     problems = {}
-    with serving(functools.partial(Slow, directory=SITE)) as server:
-        url = f"http://127.0.0.1:{server.server_port}"
+    with serving_the_site(Slow) as url:
         with opened_page(browser, url, "book/intro", problems) as (page, _):
             page.evaluate(
                 """lateFont => {
