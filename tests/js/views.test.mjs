@@ -14,6 +14,7 @@ import {
   ACTIVATIONS,
   alibiBias,
   alibiSlopes,
+  clearestCorner,
   contourSegments,
   counted,
   curvesTitle,
@@ -23,12 +24,15 @@ import {
   gaussians,
   GLU_DEFAULTS,
   gmlpCaption,
+  legendCorner,
+  legendSize,
   niceTicks,
   paddedRange,
   rowsOverMax,
   scoreLabel,
   softmaxCaption,
   softmaxRows,
+  titleLines,
   toeplitzScore,
   unitOutput,
   VIEWS,
@@ -337,4 +341,53 @@ test("the GLU view opens where the gate visibly acts", () => {
     const apart = Math.max(...plain.map((v, i) => Math.abs(v - gated[i])));
     assert.ok(apart >= 0.2 * range, `${name}: apart ${apart}, range ${range}`);
   }
+});
+
+test("a title too wide for its panel takes two lines, read as one", () => {
+  // The standard panel is 360 units wide; the widest one-line title of the
+  // views, 35 characters, measures 347 of them.
+  const fits = "mean entropy of each head against T";
+  assert.deepEqual(titleLines(fits), [fits]);
+  const long = curvesTitle("attention+swiglu", 0.003, "attention+gelu", true);
+  const lines = titleLines(long);
+  assert.deepEqual(lines, [
+    "attention+swiglu at 0.003, ",
+    "reference at its best",
+  ]);
+  assert.equal(lines.join(""), long); // the text is the title's, whole
+  assert.deepEqual(titleLines(long, 576), [long]); // a desktop's wide panel
+  // no comma where it would fit: the last space that fits
+  // (31 characters fit in 352 units, 42 do not)
+  const [a, b, c] = ["a", "b", "c"].map((l) => l.repeat(15));
+  const words = `${a} ${b} ${c.slice(5)}`;
+  assert.deepEqual(titleLines(words), [`${a} ${b} `, c.slice(5)]);
+});
+
+test("a legend goes where it hides no line, or below the axes", () => {
+  const box = { x: 70, y: 36, w: 268, h: 202 };
+  const size = legendSize([{ label: "head 0" }, { label: "head 1" }]);
+  assert.deepEqual(size, [34 + 0.55 * 16 * 6, 2 * 19 + 5]);
+  const corners = ["top-right", "bottom-left", "top-left"];
+  // a point under the top-right corner's box moves the legend on
+  const [x0, y0] = legendCorner(box, size, "top-right");
+  assert.deepEqual([x0, y0], [box.x + box.w - size[0] - 4, box.y + 4]);
+  const underTopRight = [[x0 + 1, y0 + 1]];
+  assert.equal(clearestCorner(box, size, [], corners), "top-right");
+  const moved = clearestCorner(box, size, underTopRight, corners);
+  assert.equal(moved, "bottom-left");
+  // every corner hides a point: the fewest, or the fallback when given
+  const everywhere = corners.flatMap((c) => {
+    const [a, b] = legendCorner(box, size, c);
+    const one = [[a + 1, b + 1]];
+    return c === "top-left" ? one : [...one, [a + 2, b + 2]];
+  });
+  const fewest = clearestCorner(box, size, everywhere, corners);
+  assert.equal(fewest, "top-left");
+  const below = clearestCorner(box, size, everywhere, corners, "below");
+  assert.equal(below, "below");
+  // below: under the frame's bottom margin (54), inside the panel's width
+  const wide = [324, 119];
+  const [bx, by] = legendCorner(box, wide, "below");
+  assert.equal(by, box.y + box.h + 54);
+  assert.ok(bx >= 4 && bx + wide[0] <= box.x + box.w + 22 - 4);
 });

@@ -383,6 +383,9 @@ const FRAME = { left: 70, right: 22, top: 36, bottom: 54 };
 // The width of a character of the panels' text, about: for what must
 // clear a label (a legend's box, the label of :math:`y`).
 const CHAR = 0.55 * TEXT;
+// A title's character (bold, 16.5 units), about, and a title's line.
+const TITLE_CHAR = 0.6 * 16.5;
+const TITLE_LINE = 20;
 
 // The matplotlib colour cycle (C0, C1, ...), as the book's figures use it.
 // prettier-ignore
@@ -471,19 +474,52 @@ const scale = (d0, d1, r0, r1) => (v) =>
 
 // A panel: an SVG ``width`` wide with a title, described for screen
 // readers by ``label``, in a figure of its own (the figures wrap to one a
-// row on a phone).
-function panel(parent, title, label, width = WIDTH) {
+// row on a phone). A title too long for one line takes two, the panel
+// growing upwards by a line (its viewBox starts above 0), so that what is
+// drawn below keeps its place; ``below`` units more are left under the
+// frame's bottom margin, for a legend that would hide the lines in a box.
+function panel(parent, title, label, width = WIDTH, below = 0) {
   const figure = html("figure", { class: "mx-panel" });
+  const lines = titleLines(title, width);
+  const above = TITLE_LINE * (lines.length - 1);
   const root = svg("svg", {
-    viewBox: `0 0 ${width} ${HEIGHT}`,
+    viewBox: `0 ${-above} ${width} ${HEIGHT + above + below}`,
     role: "img",
     "aria-label": label,
   });
   root.append(svg("title", {}, label));
-  root.append(svg("text", { x: width / 2, y: 20, class: "mx-title" }, title));
+  const text = svg("text", { class: "mx-title" });
+  lines.forEach((line, i) => {
+    const at = { x: width / 2, y: 20 - above + TITLE_LINE * i };
+    text.append(svg("tspan", at, line));
+  });
+  root.append(text);
   figure.append(root);
   parent.append(figure);
   return root;
+}
+
+// A title as the lines it is drawn on: itself where it fits the panel,
+// else broken after the last comma (else space) that leaves a first line
+// that fits. A bold title character is about 0.6 of its 16.5 units wide
+// (the widest title at one line, "mean entropy of each head against T",
+// measures 347 units of 360).
+export function titleLines(title, width = WIDTH) {
+  const fits = (line) => line.trim().length * TITLE_CHAR <= width - 8;
+  if (fits(title)) return [title];
+  for (const mark of [", ", " "]) {
+    let cut = title.lastIndexOf(mark);
+    while (cut > 0 && !fits(title.slice(0, cut + 1))) {
+      cut = title.lastIndexOf(mark, cut - 1);
+    }
+    // The first line keeps its mark, the space with it, so that the
+    // title's text reads as it did on one line.
+    if (cut > 0) {
+      const end = cut + mark.length;
+      return [title.slice(0, end), title.slice(end)];
+    }
+  }
+  return [title];
 }
 
 // The plotting box of a panel ``width`` wide, inside its margins, and the
@@ -683,18 +719,13 @@ function contours(root, x, y, segments) {
   root.append(svg("path", { d, class: "mx-contour" }));
 }
 
-// A legend in a corner of a box (``top-right``, ``bottom-left``, ...):
+// A legend in a corner of a box (``top-right``, ``bottom-left``, ...),
+// or ``below`` it, under the label of :math:`x` (room its panel leaves):
 // each entry a line in its series' colour and dash, then its label.
 function legend(root, box, entries, corner = "top-right") {
-  // A white box behind the entries, 19 px a line, as wide as the longest
-  // label (``CHAR`` a character) and its 20-px sample line.
   const g = svg("g", { class: "mx-legend" });
-  const longest = Math.max(...entries.map((e) => e.label.length));
-  const [width, height] = [34 + CHAR * longest, 19 * entries.length + 5];
-  const x0 = corner.endsWith("right") ? box.x + box.w - width - 4 : box.x + 4;
-  const y0 = corner.startsWith("top")
-    ? box.y + 4
-    : box.y + box.h - 4 - height;
+  const [width, height] = legendSize(entries);
+  const [x0, y0] = legendCorner(box, [width, height], corner);
   g.append(
     svg("rect", { x: x0, y: y0, width, height, class: "mx-legend-box" }),
   );
@@ -719,6 +750,48 @@ function legend(root, box, entries, corner = "top-right") {
   });
   root.append(g);
 }
+
+// A legend's box: 19 units a line, as wide as its longest label
+// (``CHAR`` a character) and its 20-unit sample line.
+export function legendSize(entries) {
+  const longest = Math.max(...entries.map((e) => e.label.length));
+  return [34 + CHAR * longest, 19 * entries.length + 5];
+}
+
+// Where a legend of ``size`` starts (its top left) in ``corner`` of
+// ``box``, 4 units in; ``below``: under the frame's bottom margin,
+// centred on the box as far as the panel's right margin allows.
+export function legendCorner(box, [width, height], corner) {
+  if (corner === "below") {
+    const right = box.x + box.w + FRAME.right - 4;
+    const x0 = Math.min(box.x + (box.w - width) / 2, right - width);
+    return [Math.max(4, x0), box.y + box.h + FRAME.bottom];
+  }
+  const x0 = corner.endsWith("right") ? box.x + box.w - width - 4 : box.x + 4;
+  const y0 = corner.startsWith("top") ? box.y + 4 : box.y + box.h - 4 - height;
+  return [x0, y0];
+}
+
+// Where a legend of ``size`` goes in ``box``: the first of ``corners``
+// that hides none of the ``points`` drawn (pixels), matplotlib's
+// ``loc="best"`` over the corners a view allows; where each hides some,
+// ``otherwise`` if given, else the corner that hides the fewest.
+export function clearestCorner(box, size, points, corners, otherwise) {
+  const hidden = (corner) => {
+    const [x0, y0] = legendCorner(box, size, corner);
+    const [x1, y1] = [x0 + size[0], y0 + size[1]];
+    const inside = ([x, y]) => x > x0 && x < x1 && y > y0 && y < y1;
+    return points.filter(inside).length;
+  };
+  const counts = corners.map(hidden);
+  const fewest = Math.min(...counts);
+  if (fewest > 0 && otherwise) return otherwise;
+  return corners[counts.indexOf(fewest)];
+}
+
+// A series' points as the pixels they are drawn at, for a legend to avoid.
+const pixels = (series, x, y) =>
+  series.flatMap((s) => s.points.map(([a, b]) => [x(a), y(b)]));
 
 // ------------------------------------------------------
 // Controls: each with a visible name, an accessible label, keyboard and touch
@@ -1211,7 +1284,10 @@ function entropyAgainstT(figures, state, { n, heads, weightsOf }) {
     label: `head ${h}`,
   }));
   lines(root, x, y, [...curves, chosenAt(state.log2T, Math.log(n))]);
-  legend(root, box, curves, "bottom-right");
+  // The curves rise from the left: the legend where they leave room.
+  const corners = ["bottom-right", "top-left"];
+  const [size, drawn] = [legendSize(curves), pixels(curves, x, y)];
+  legend(root, box, curves, clearestCorner(box, size, drawn, corners));
 }
 
 // ------------------------------------------------------
@@ -1312,7 +1388,10 @@ function unitCurves(figures, state, variants) {
     segment([0, lo], [0, hi]),
     ...curves,
   ]);
-  legend(root, box, curves, "top-left");
+  // The legend in a corner the curves leave clear, top left first.
+  const corners = ["top-left", "bottom-right", "top-right", "bottom-left"];
+  const [size, drawn] = [legendSize(curves), pixels(curves, x, y)];
+  legend(root, box, curves, clearestCorner(box, size, drawn, corners));
 }
 
 // The unit's output over :math:`(a, b) \in [-r, r]^2`, red positive and
@@ -1626,18 +1705,6 @@ export function curvesTitle(pair, lr, reference, referenceShown) {
 function lossCurves(figures, el, state, reference, groups) {
   const lr = groups.at(-1)[1];
   const what = state.loss === "val" ? "validation" : "training";
-  // Wide where the column is (a desktop), a standard panel on a phone.
-  const width = el.clientWidth >= 560 ? WIDTH * 1.6 : WIDTH;
-  const root = panel(
-    figures,
-    curvesTitle(state.pair, lr, reference, state.reference),
-    `${what} loss against step of ${state.pair} at learning rate ` +
-      `${format(lr)}, one line per seed` +
-      (state.reference
-        ? `, with the reference pair ${reference} at its best rate.`
-        : "."),
-    width,
-  );
   // Each line's points (non-finite losses left out), the reference's
   // in C0, the chosen pair's in C1, seeds told apart by their dash.
   const series = groups.flatMap(([p, , runs]) =>
@@ -1650,21 +1717,40 @@ function lossCurves(figures, el, state, reference, groups) {
       label: seed === "mean" ? `${p}, mean of the seeds` : `${p} seed ${seed}`,
     })),
   );
-  // Both axes fitted to the points drawn: steps from 0, losses by
-  // ``paddedRange``.
+  // Wide where the column is (a desktop), a standard panel on a phone.
+  // Both axes fitted to the points drawn: steps from 0 to the last one,
+  // losses by ``paddedRange``.
+  const width = el.clientWidth >= 560 ? WIDTH * 1.6 : WIDTH;
   const box = plotBox(width);
   const all = series.flatMap((s) => s.points);
   const [lo, hi] = paddedRange(all.map((p) => p[1]));
-  // Steps from 0 to the last one drawn along :math:`x`.
   const last = Math.max(1, ...all.map((p) => p[0]));
   const x = scale(0, last, box.x, box.x + box.w);
   const y = scale(lo, hi, box.y + box.h, box.y);
+  // The legend in a corner the lines leave clear, else below the axes (on
+  // a phone, six lines of legend hide lines in any corner), in room the
+  // panel leaves for it.
+  const size = legendSize(series);
+  const corners = ["top-right", "bottom-left", "top-left", "bottom-right"];
+  const drawn = pixels(series, x, y);
+  const corner = clearestCorner(box, size, drawn, corners, "below");
+  const root = panel(
+    figures,
+    curvesTitle(state.pair, lr, reference, state.reference),
+    `${what} loss against step of ${state.pair} at learning rate ` +
+      `${format(lr)}, one line per seed` +
+      (state.reference
+        ? `, with the reference pair ${reference} at its best rate.`
+        : "."),
+    width,
+    corner === "below" ? size[1] + 6 : 0,
+  );
   axes(root, box, x, y, [0, last], [lo, hi], {
     xlabel: "step",
     ylabel: `${what} loss (nats)`,
   });
   lines(root, x, y, series);
-  legend(root, box, series, "top-right");
+  legend(root, box, series, corner);
 }
 
 // :math:`[\min, \max]` of some values widened by 4 % of their spread on
