@@ -1036,11 +1036,13 @@ def exercise_views(page, page_path: str) -> list[str]:
         )
     for v in range(views.count()):
         view = views.nth(v)
+        where = f"view {v + 1} of {views.count()}"
+        problems += [f"{where}: {p}" for p in drawn_badly(view)]
         mine = view.locator(CONTROLS)
         for c in range(mine.count()):
             problem = exercise(view, mine.nth(c))
             if problem:
-                problems.append(f"view {v + 1} of {views.count()}: {problem}")
+                problems.append(f"{where}: {problem}")
     return problems
 
 
@@ -1065,7 +1067,49 @@ def exercise(view, control) -> str | None:
     if not eventually(lambda: drawing.inner_html() != before, VIEW_WAIT):
         return f"moving {kind} {name!r} from {old!r} to {new!r} did not change the view"
     print(f"moved {kind} {name!r} from {old!r} to {new!r}: the view changed")
+    drawn = drawn_badly(view)
+    if drawn:
+        return f"after moving {kind} {name!r} to {new!r}: {'; '.join(drawn)}"
     return None
+
+
+def drawn_badly(view) -> list[str]:
+    """What a view's pictures hide from their reader: text that runs past
+    its picture's edge, which cuts it (a long title on a phone did), and a
+    legend's box over the points of a drawn line (a legend of six lines
+    once hid half the loss curves on a phone). A rotated label's em box may
+    reach a pixel past the edge while its glyphs stay inside: 1.5 px is
+    allowed."""
+    return view.evaluate("""(view) => {
+        const found = [];
+        for (const picture of view.querySelectorAll(".mx-figures svg")) {
+            const edge = picture.getBoundingClientRect();
+            for (const text of picture.querySelectorAll("text")) {
+                const box = text.getBoundingClientRect();
+                const past = Math.max(edge.left - box.left,
+                    box.right - edge.right, edge.top - box.top,
+                    box.bottom - edge.bottom);
+                if (text.textContent.trim() && past > 1.5)
+                    found.push(`"${text.textContent}" runs ${past.toFixed(0)}`
+                        + " px past its picture's edge");
+            }
+            for (const legend of picture.querySelectorAll(".mx-legend-box")) {
+                const [x0, y0, w, h] = ["x", "y", "width", "height"].map(
+                    (k) => Number(legend.getAttribute(k)));
+                let hidden = 0;
+                for (const line of picture.querySelectorAll("path[stroke]")) {
+                    const d = line.getAttribute("d") ?? "";
+                    for (const [, x, y] of d.matchAll(
+                            /[ML](-?[\\d.]+),(-?[\\d.]+)/g))
+                        if (x > x0 && x < x0 + w && y > y0 && y < y0 + h)
+                            hidden += 1;
+                }
+                if (hidden) found.push(`a legend hides ${hidden} points of`
+                    + " the lines drawn");
+            }
+        }
+        return found;
+    }""")
 
 
 # Seconds a view may take to show a moved control's value and redraw before it counts as stuck

@@ -172,9 +172,10 @@ def test_the_loss_curves_fit_their_box_and_the_title_follows_the_reference(
 ):
     """Every pair at its lowest and its best learning rate, each loss: no
     point of a curve outside the box or on its edge (the y range fits what
-    is drawn, with a margin), a
-    caption that gives the final losses, and a title that names the
-    reference only while it is shown."""
+    is drawn, with a margin), no title cut by the picture's edge nor line
+    hidden by the legend (a six-line legend goes below the axes on a
+    phone), a caption that gives the final losses, and a title that names
+    the reference only while it is shown."""
     context, view, errors = open_view(
         browser, site_url, "book/side_by_side", width
     )
@@ -195,6 +196,7 @@ def test_the_loss_curves_fit_their_box_and_the_title_follows_the_reference(
                     problems += [
                         f"{pair}, {rate} rate, {loss} loss: {where}"
                         for where in curve_points_cut_by_the_box(view)
+                        + test_site.drawn_badly(view)
                     ]
                     caption = view.locator(".mx-caption").inner_text()
                     assert caption.startswith(loss.capitalize() + " loss")
