@@ -1077,9 +1077,9 @@ def drawn_badly(view) -> list[str]:
     """What a view's pictures hide from their reader: text that runs past
     its picture's edge, which cuts it (a long title on a phone did), and a
     legend's box over the points of a drawn line (a legend of six lines
-    once hid half the loss curves on a phone). A rotated label's em box may
-    reach a pixel past the edge while its glyphs stay inside: 1.5 px is
-    allowed."""
+    hid a quarter of the loss curves' points on a phone). A rotated label's
+    em box may reach a pixel past the edge while its glyphs stay inside:
+    1.5 px is allowed."""
     return view.evaluate("""(view) => {
         const found = [];
         for (const picture of view.querySelectorAll(".mx-figures svg")) {
