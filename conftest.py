@@ -36,6 +36,10 @@ FLEX_FRESH = (
 # the driver's round trips, and leaves part of a core idle, which the other
 # worker's tests (compiling, training: never waiting) fill. Two workers both
 # in the browser left 20-29 % of the two cores idle (sampled every 5 s).
+# This way 8-9 % stay idle. A third worker (`-n 3`) fills them (98 % busy),
+# but three processes on two cores cost about as many CPU-seconds more: whole
+# runs took 654 and 595 s with three workers, 612 and 672 s with two (taken
+# in turn, 2026-11-29), no gain beyond the machine's drift. So a worker a core.
 SITE_PAGES = "tests/test_site.py::test_the_page_works_in_a_browser"
 HEAVY_FIRST = (
     # 66 pages at two widths: 524 s on one worker (a run of the suite)
