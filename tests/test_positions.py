@@ -266,6 +266,36 @@ def test_the_compiled_form_of_the_rotation_equals_the_eager_complex_one(
     )
 
 
+def test_an_eager_layer_hands_the_product_only_its_complex_turn(
+    monkeypatch,
+):
+    # Decoding slices the tables at every token: the eager product reads only
+    # the complex turn, so cos and sin are not sliced (None); compiled, the
+    # real form gets cos and sin and no turn. Without cos and sin where they
+    # are read, the call says so.
+    module = make_rotary("eager")
+    cos, sin, turn = module._rotation(3, 2, "cpu", DT)
+    assert cos is None and sin is None and turn.shape == (2, 4)  # d_head 8
+    full_cos, full_sin = rotary_tables(torch.arange(3, 5), 8, dtype=DT)
+    x = torch.randn(1, 2, 2, 8, dtype=DT)
+    torch.testing.assert_close(
+        rotate_pairs(x, None, None, turn),
+        rotate_pairs(x, full_cos, full_sin),
+        atol=ATOL,
+        rtol=0,
+    )
+    with pytest.raises(ValueError, match="needs turn, or cos and sin"):
+        rotate_pairs(x, None, None)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    compiled = module._rotation(3, 2, "cpu", DT)
+    assert compiled[2] is None
+    torch.testing.assert_close(compiled[0], full_cos, atol=0, rtol=0)
+    with pytest.raises(
+        ValueError, match="under torch.compile needs cos and sin"
+    ):
+        rotate_pairs(x, None, None, turn)
+
+
 def test_rotary_tables_are_built_once_and_grown_only_when_a_call_reaches_past_them():
     module = make_rotary("eager")
     calls = []

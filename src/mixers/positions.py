@@ -242,7 +242,10 @@ def rotary_tables(
 
 
 def rotate_pairs(
-    x: Tensor, cos: Tensor, sin: Tensor, turn: Tensor | None = None
+    x: Tensor,
+    cos: Tensor | None,
+    sin: Tensor | None,
+    turn: Tensor | None = None,
 ) -> Tensor:
     r"""Each channel pair of ``x`` (``[..., seq, d_head]``) turned by its
     angle: the complex product
@@ -264,9 +267,15 @@ def rotate_pairs(
     into one kernel. The two are equal to rounding (tests/test_positions.py).
     ``turn``, the complex :math:`e^{\mathrm{i} \theta_i}` ``[..., seq,
     d_head / 2]``, is made from ``cos`` and ``sin`` unless given (a caller
-    that keeps it saves that step).
+    that keeps it saves that step); given it, an eager call needs no ``cos``
+    and ``sin`` (None).
     """
     if torch.compiler.is_compiling():
+        if cos is None or sin is None:
+            raise ValueError(
+                "rotate_pairs under torch.compile needs cos and sin, got"
+                " None: the compiled form is written in reals, not with turn"
+            )
         swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
         return x * cos + swapped * sin
     pairs = x.unflatten(-1, (-1, 2))
@@ -279,6 +288,8 @@ def rotate_pairs(
     ):
         pairs = pairs.clone(memory_format=torch.contiguous_format)
     if turn is None:
+        if cos is None or sin is None:
+            raise ValueError("rotate_pairs needs turn, or cos and sin")
         # :math:`e^{\mathrm{i}\theta} = \cos\theta + \mathrm{i} \sin\theta`
         turn = torch.complex(cos[..., 0::2], sin[..., 1::2])
     return torch.view_as_real(torch.view_as_complex(pairs) * turn).flatten(-2)
@@ -312,18 +323,20 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                 f" n_heads={self.n_heads}, d_head={self.d_head}"
             )
         self.base = check_positive_float("base", base)
-        # ((device, dtype), cos, sin, :math:`e^{\mathrm{i}\theta}`) for
-        # positions :math:`0, 1, \dots, n - 1`; grown on demand
+        # ((device, dtype), :math:`e^{\mathrm{i}\theta}`) for positions
+        # :math:`0, 1, \dots, n - 1`; grown on demand
         self._tables: tuple | None = None
 
     def _rotation(self, start: int, length: int, device, dtype) -> tuple:
-        r"""``cos, sin`` (:func:`rotary_tables`, in ``dtype``) and
-        :math:`e^{\mathrm{i}\theta}` (complex, for :func:`rotate_pairs`) for
-        positions ``start .. start + length - 1``: slices of tables built once
-        per device and dtype, and rebuilt (twice as long) when a call reaches
-        past them, so that training (the same positions every step) and
-        decoding (one more position per token) build them once or a few
-        times."""
+        r"""The rotation of positions ``start .. start + length - 1``, as
+        :func:`rotate_pairs` takes it: ``cos, sin, turn``. Run eagerly, only
+        ``turn``, :math:`e^{\mathrm{i}\theta}` (complex; ``cos`` and ``sin``
+        None, since the complex product reads nothing else): a slice of a
+        table built once per device and dtype, and rebuilt (twice as long)
+        when a call reaches past it, so that training (the same positions
+        every step) and decoding (one more position per token) build it once
+        or a few times. Compiled, or at a tensor of positions, ``cos`` and
+        ``sin`` (:func:`rotary_tables`, in ``dtype``) and no ``turn``."""
         # a tensor: the positions themselves (a StaticKVCache's), any values
         if isinstance(start, Tensor):
             return (*rotary_tables(start, self.d_head, self.base, dtype), None)
@@ -341,8 +354,8 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
             positions = torch.arange(size, device=device)
             cos, sin = rotary_tables(positions, self.d_head, self.base, dtype)
             turn = torch.complex(cos[..., 0::2], sin[..., 1::2])
-            self._tables = (key, cos, sin, turn)
-        return tuple(table[start:end] for table in self._tables[1:])
+            self._tables = (key, turn)
+        return None, None, self._tables[1][start:end]
 
     def transform_qk(
         self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0
