@@ -1073,6 +1073,13 @@ def exercise(view, control) -> str | None:
     return None
 
 
+# A JavaScript function: the points of a view's SVG path, drawn as views.js
+# draws every line (``M`` then ``L`` commands, "x,y" each), as [x, y] numbers
+# in the picture's units. The page checks read a picture's lines through it.
+PATH_POINTS = r"""(path) => [...(path.getAttribute("d") ?? "").matchAll(
+    /[ML](-?[\d.]+),(-?[\d.]+)/g)].map((m) => [+m[1], +m[2]])"""
+
+
 def drawn_badly(view) -> list[str]:
     """What a view's pictures hide from their reader: text that runs past
     its picture's edge, which cuts it (a long title on a phone did), and a
@@ -1080,7 +1087,11 @@ def drawn_badly(view) -> list[str]:
     hid a quarter of the loss curves' points on a phone). A rotated label's
     em box may reach a pixel past the edge while its glyphs stay inside:
     1.5 px is allowed."""
-    return view.evaluate("""(view) => {
+    return view.evaluate(
+        """(view) => {
+        const pointsOf = """
+        + PATH_POINTS
+        + """;
         const found = [];
         for (const picture of view.querySelectorAll(".mx-figures svg")) {
             const edge = picture.getBoundingClientRect();
@@ -1097,19 +1108,17 @@ def drawn_badly(view) -> list[str]:
                 const [x0, y0, w, h] = ["x", "y", "width", "height"].map(
                     (k) => Number(legend.getAttribute(k)));
                 let hidden = 0;
-                for (const line of picture.querySelectorAll("path[stroke]")) {
-                    const d = line.getAttribute("d") ?? "";
-                    for (const [, x, y] of d.matchAll(
-                            /[ML](-?[\\d.]+),(-?[\\d.]+)/g))
+                for (const line of picture.querySelectorAll("path[stroke]"))
+                    for (const [x, y] of pointsOf(line))
                         if (x > x0 && x < x0 + w && y > y0 && y < y0 + h)
                             hidden += 1;
-                }
                 if (hidden) found.push(`a legend hides ${hidden} points of`
                     + " the lines drawn");
             }
         }
         return found;
-    }""")
+    }"""
+    )
 
 
 # Seconds a view may take to show a moved control's value and redraw before it counts as stuck

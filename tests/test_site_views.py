@@ -147,7 +147,11 @@ def curve_points_cut_by_the_box(view) -> list[str]:
     """Points of the loss curves (paths) that lie outside the plotting box
     (the axes' frame) or so near its edge that the frame cuts their stroke
     (1.8 px wide): at least 1 px inside, named by the curve's index."""
-    return view.locator(".mx-figures svg").first.evaluate("""(svg) => {
+    return view.locator(".mx-figures svg").first.evaluate(
+        """(svg) => {
+        const pointsOf = """
+        + test_site.PATH_POINTS
+        + """;
         const frame = svg.querySelector(".mx-axes .mx-frame");
         const [x, y, w, h] = ["x", "y", "width", "height"].map(
             (k) => Number(frame.getAttribute(k)));
@@ -155,15 +159,13 @@ def curve_points_cut_by_the_box(view) -> list[str]:
         const curves = svg.querySelectorAll("path");
         if (!curves.length) return ["no curve drawn"];
         curves.forEach((path, k) => {
-            const numbers = path.getAttribute("d").match(/-?[\\d.]+/g);
-            for (let i = 0; i < numbers.length; i += 2) {
-                const [px, py] = [Number(numbers[i]), Number(numbers[i + 1])];
+            for (const [px, py] of pointsOf(path))
                 if (px < x || px > x + w || py < y + 1 || py > y + h - 1)
                     cut.push(`curve ${k} at (${px}, ${py})`);
-            }
         });
         return cut;
-    }""")
+    }"""
+    )
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -220,11 +222,17 @@ def contour_segments(view):
     return (
         view.locator(".mx-figures svg")
         .nth(1)
-        .evaluate("""(svg) =>
-        [...svg.querySelectorAll(".mx-contour")].flatMap((path) =>
-            [...path.getAttribute("d").matchAll(
-                /M(-?[\\d.]+),(-?[\\d.]+)L(-?[\\d.]+),(-?[\\d.]+)/g)]
-            .map((m) => [[+m[1], +m[2]], [+m[3], +m[4]]]))""")
+        .evaluate(
+            """(svg) => {
+        const pointsOf = """
+            + test_site.PATH_POINTS
+            + """;
+        // each segment an M and an L: the points two by two
+        return [...svg.querySelectorAll(".mx-contour")].flatMap((path) =>
+            pointsOf(path).flatMap((p, i, all) =>
+                i % 2 ? [] : [[p, all[i + 1]]]));
+        }"""
+        )
     )
 
 
