@@ -12,12 +12,14 @@ from torch import nn
 from mixers import alibi
 from mixers.alibi import AlibiMultiHeadAttention
 from mixers.attention import (
+    KVCache,
     MultiHeadAttention,
     ProjectionRows,
     StaticKVCache,
 )
 from mixers.bench.generation import generate_without_cache
-from mixers.model import LanguageModel, ModelConfig, _Sampler
+from mixers.feed_forward import fuse
+from mixers.model import LanguageModel, ModelConfig, _Sampler, _turning
 from mixers.positions import RotaryMultiHeadAttention
 
 DT = torch.float64
@@ -196,6 +198,118 @@ def test_greedy_decoding_on_the_gpu_path_equals_re_encoding(mixer):
         model.generate(idx, inside, top_k=1, graph=True),
         generate_without_cache(model, idx, inside),
     )
+
+
+# -----------------------------------------------------------------------------
+# The decoding step: every block it can meet, its tensors read once a call
+
+
+def block_model(mixer, channel, backend):
+    """A float64 ``tiny_model`` with channel mixer ``channel`` ("none",
+    "relu", "swiglu", or "swiglu fused": its gate and linear branch from one
+    product) and every attention layer on ``backend``."""
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=65,
+        block_size=16,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        token_mixer=mixer,
+        channel_mixer=channel.split()[0],
+        positions="none",
+    )
+    model = LanguageModel(config)
+    for block in model.blocks:
+        block.token_mixer.backend = backend
+        if channel.endswith("fused"):
+            block.channel_mixer = fuse(block.channel_mixer)
+    return model.to(DT).eval()
+
+
+@pytest.mark.parametrize("channel", ["none", "relu", "swiglu", "swiglu fused"])
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+@pytest.mark.parametrize("mixer", sorted(LAYERS))
+def test_the_step_decodes_every_block_it_can_meet(mixer, backend, channel):
+    """Greedy, in float64: on the growing cache and on the static one, the
+    step writes what the whole window through the model writes, whatever
+    the block's channel mixer (none, plain, gated, gated in one product) and
+    its attention's backend."""
+    model = block_model(mixer, channel, backend)
+    idx = torch.randint(
+        0, 65, (2, 4), generator=torch.Generator().manual_seed(1)
+    )
+    inside = model.config.block_size - 4
+    want = generate_without_cache(model, idx, inside)
+    for graph in (False, True):
+        got = model.generate(idx, inside, top_k=1, graph=graph)
+        assert torch.equal(got, want), f"graph={graph}"
+
+
+@pytest.mark.parametrize("mixer", sorted(LAYERS))
+@torch.no_grad()
+def test_a_token_reads_no_module_attribute(mixer, monkeypatch):
+    """The step reads its blocks' parameters and submodules once per
+    ``generate`` call, not at every token: a token makes no
+    ``nn.Module.__getattr__``, but in ALiBi's bias hook, which reads the
+    layer's slopes (a buffer)."""
+    model = tiny_model(mixer, torch.float32)
+    idx = torch.zeros(1, 3, dtype=torch.long)
+    caches = [KVCache() for _ in model.blocks]
+    out = torch.zeros(1, 12, dtype=torch.long)
+    token = torch.zeros(1, 1, dtype=torch.long)
+    sample = _Sampler(1.0, 1, None)  # greedy
+    sample(model._next_logits(idx, caches), out=token)
+    step = model._decoding_step(
+        token, caches, sample, out, graph=False, compile=False, steps=6
+    )
+    reads, read = [], nn.Module.__getattr__
+
+    def counting(module, name):
+        reads.append(name)
+        return read(module, name)
+
+    monkeypatch.setattr(nn.Module, "__getattr__", counting)
+    for _ in range(6):  # rotary's table grows on the way: 3 -> 6 -> 12
+        step()
+    monkeypatch.undo()
+    if mixer == "alibi":
+        # its bias hook keys its kept biases by the slopes (two reads a
+        # token), and reads them twice more each time it builds its ramp of
+        # biases (at 4, 5 and 9 keys), a layer
+        assert set(reads) == {"slopes"}
+        assert len(reads) == (6 * 2 + 3 * 2) * model.config.n_layers
+    else:
+        assert reads == []
+    assert all(cache.position == 9 for cache in caches)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float64, torch.float32, torch.bfloat16]
+)
+def test_one_token_is_turned_as_the_rotary_layer_turns_it(dtype):
+    """The step's own rotation of q and k (``_turning``) gives the layer's
+    ``transform_qk`` bit for bit at every position, in every dtype, and
+    fetches the layer's table again only when a token passes its end."""
+    layer = make_layer("rotary").to(dtype)
+    reference = make_layer("rotary").to(dtype)  # its own table
+    fetched, turns = [], layer.turns
+
+    def fetch(n, device, compute):
+        fetched.append(n)
+        return turns(n, device, compute)
+
+    layer.turns = fetch
+    turn = _turning(layer)
+    torch.manual_seed(0)
+    for position in range(20):
+        qkv = torch.randn(2, 3, 4, 1, 4).to(dtype)  # d_head 4
+        q, k = turn(qkv[:, :2], position).unbind(1)
+        want = reference.transform_qk(qkv[:, 0], qkv[:, 1], position, position)
+        assert torch.equal(q, want[0]) and torch.equal(k, want[1])
+        assert q.dtype == dtype
+    # built for 1 position, then twice as long each time a token passed it
+    assert fetched == [1, 2, 3, 5, 9, 17]
 
 
 def test_sampling_on_the_gpu_path_is_reproducible():

@@ -330,32 +330,39 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     def _rotation(self, start: int, length: int, device, dtype) -> tuple:
         r"""The rotation of positions ``start .. start + length - 1``, as
         :func:`rotate_pairs` takes it: ``cos, sin, turn``. Run eagerly, only
-        ``turn``, :math:`e^{\mathrm{i}\theta}` (complex; ``cos`` and ``sin``
-        None, since the complex product reads nothing else): a slice of a
-        table built once per device and dtype, and rebuilt (twice as long)
-        when a call reaches past it, so that training (the same positions
-        every step) and decoding (one more position per token) build it once
-        or a few times. Compiled, or at a tensor of positions, ``cos`` and
-        ``sin`` (:func:`rotary_tables`, in ``dtype``) and no ``turn``."""
+        ``turn``, a slice of :meth:`turns` (``cos`` and ``sin`` None, since
+        the complex product reads nothing else). Compiled, or at a tensor of
+        positions, ``cos`` and ``sin`` (:func:`rotary_tables`, in ``dtype``)
+        and no ``turn``."""
         # a tensor: the positions themselves (a StaticKVCache's), any values
         if isinstance(start, Tensor):
             return (*rotary_tables(start, self.d_head, self.base, dtype), None)
-        key, end = (torch.device(device), dtype), start + length
+        end = start + length
         if torch.compiler.is_compiling():  # built in the graph, fused there
             positions = torch.arange(start, end, device=device)
             return (
                 *rotary_tables(positions, self.d_head, self.base, dtype),
                 None,
             )
+        return None, None, self.turns(end, device, dtype)[start:end]
+
+    def turns(self, n: int, device, dtype) -> Tensor:
+        r""":math:`e^{\mathrm{i}\theta}` (complex) of positions :math:`0, 1,
+        \dots, m - 1`, ``[m, d_head / 2]`` with :math:`m \ge n`, in
+        ``dtype``'s complex type: a table built once per device and dtype, and
+        rebuilt (twice as long) when a call reaches past it, so that training
+        (the same positions every step) and decoding (one more position per
+        token) build it once or a few times."""
+        key = (torch.device(device), dtype)
         same = self._tables is not None and self._tables[0] == key
-        if not same or self._tables[1].shape[0] < end:
+        if not same or self._tables[1].shape[0] < n:
             # twice as long as before when a call reached past the old tables
-            size = max(end, 2 * self._tables[1].shape[0]) if same else end
+            size = max(n, 2 * self._tables[1].shape[0]) if same else n
             positions = torch.arange(size, device=device)
             cos, sin = rotary_tables(positions, self.d_head, self.base, dtype)
             turn = torch.complex(cos[..., 0::2], sin[..., 1::2])
             self._tables = (key, turn)
-        return None, None, self._tables[1][start:end]
+        return self._tables[1]
 
     def transform_qk(
         self, q: Tensor, k: Tensor, q_offset: int, k_offset: int = 0
