@@ -36,7 +36,7 @@ def make_layer(kind, backend="auto"):
     return layer.to(DT).eval()
 
 
-def tiny_model(mixer, dtype=DT, n_layers=2):
+def tiny_model(mixer, dtype=DT, n_layers=2, channel_mixer=None):
     torch.manual_seed(0)
     config = ModelConfig(
         vocab_size=65,
@@ -45,6 +45,7 @@ def tiny_model(mixer, dtype=DT, n_layers=2):
         n_layers=n_layers,
         n_heads=4,
         token_mixer=mixer,
+        channel_mixer=channel_mixer,
         positions="none",
         dropout=0.0,
     )
@@ -208,23 +209,12 @@ def block_model(mixer, channel, backend):
     """A float64 ``tiny_model`` with channel mixer ``channel`` ("none",
     "relu", "swiglu", or "swiglu fused": its gate and linear branch from one
     product) and every attention layer on ``backend``."""
-    torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=65,
-        block_size=16,
-        d_model=32,
-        n_layers=2,
-        n_heads=4,
-        token_mixer=mixer,
-        channel_mixer=channel.split()[0],
-        positions="none",
-    )
-    model = LanguageModel(config)
+    model = tiny_model(mixer, channel_mixer=channel.split()[0])
     for block in model.blocks:
         block.token_mixer.backend = backend
         if channel.endswith("fused"):
             block.channel_mixer = fuse(block.channel_mixer)
-    return model.to(DT).eval()
+    return model
 
 
 @pytest.mark.parametrize("channel", ["none", "relu", "swiglu", "swiglu fused"])
