@@ -283,13 +283,13 @@ def test_one_token_is_turned_as_the_rotary_layer_turns_it(dtype):
     fetches the layer's table again only when a token passes its end."""
     layer = make_layer("rotary").to(dtype)
     reference = make_layer("rotary").to(dtype)  # its own table
-    fetched, turns = [], layer.turns
+    fetched, turns = [], layer._turns
 
     def fetch(n, device, compute):
         fetched.append(n)
         return turns(n, device, compute)
 
-    layer.turns = fetch
+    layer._turns = fetch
     turn = _turning(layer)
     torch.manual_seed(0)
     for position in range(20):

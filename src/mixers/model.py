@@ -585,7 +585,7 @@ def _turning(layer: RotaryMultiHeadAttention) -> Callable:
     heads, 1, d_head]``: the complex product of
     :func:`~mixers.positions.rotate_pairs`, each channel pair times row
     ``position`` of the layer's table of turns :math:`e^{\mathrm{i}\theta}`
-    (``turns``), in float32 at least.
+    (``_turns``), in float32 at least.
 
     The table is held here and fetched again only when a token passes its
     end, and ``qk``'s layout is known (a view of the step's own product, its
@@ -599,7 +599,7 @@ def _turning(layer: RotaryMultiHeadAttention) -> Callable:
         dtype = qk.dtype
         compute = torch.float64 if dtype == torch.float64 else torch.float32
         if table is None or table.shape[0] <= position:
-            table = layer.turns(position + 1, qk.device, compute)
+            table = layer._turns(position + 1, qk.device, compute)
         if dtype != compute:
             qk = qk.to(compute)
         # a pair of adjacent floats is a complex number: a view, no copy

@@ -330,7 +330,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     def _rotation(self, start: int, length: int, device, dtype) -> tuple:
         r"""The rotation of positions ``start .. start + length - 1``, as
         :func:`rotate_pairs` takes it: ``cos, sin, turn``. Run eagerly, only
-        ``turn``, a slice of :meth:`turns` (``cos`` and ``sin`` None, since
+        ``turn``, a slice of ``_turns`` (``cos`` and ``sin`` None, since
         the complex product reads nothing else). Compiled, or at a tensor of
         positions, ``cos`` and ``sin`` (:func:`rotary_tables`, in ``dtype``)
         and no ``turn``."""
@@ -344,9 +344,9 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                 *rotary_tables(positions, self.d_head, self.base, dtype),
                 None,
             )
-        return None, None, self.turns(end, device, dtype)[start:end]
+        return None, None, self._turns(end, device, dtype)[start:end]
 
-    def turns(self, n: int, device, dtype) -> Tensor:
+    def _turns(self, n: int, device, dtype) -> Tensor:
         r""":math:`e^{\mathrm{i}\theta}` (complex) of positions :math:`0, 1,
         \dots, m - 1`, ``[m, d_head / 2]`` with :math:`m \ge n`, in
         ``dtype``'s complex type: a table built once per device and dtype, and
