@@ -52,6 +52,21 @@ def tiny_model(mixer, dtype=DT, n_layers=2, channel_mixer=None):
     return LanguageModel(config).to(dtype).eval()
 
 
+def after_the_prompt(model, idx, caches, new):
+    """What ``generate`` holds when its loop of steps starts, greedily:
+    ``idx`` through ``caches``; ``out`` ``[batch, seq + new]``, ``idx`` then
+    the first new token, which ``token`` also holds; and the sampler.
+    Returns ``(out, token, sample)``, what ``_decoding_step`` takes."""
+    batch, seq = idx.shape
+    out = torch.zeros(batch, seq + new, dtype=torch.long)
+    out[:, :seq] = idx
+    token = torch.zeros(batch, 1, dtype=torch.long)
+    sample = _Sampler(1.0, 1, None)  # greedy
+    sample(model._next_logits(idx, caches), out=token)
+    out[:, seq] = token[:, 0]
+    return out, token, sample
+
+
 # -----------------------------------------------------------------------------
 # q, k and v from one [3 d_model, d_model] weight
 
@@ -246,10 +261,7 @@ def test_a_token_reads_no_module_attribute(mixer, monkeypatch):
     model = tiny_model(mixer, torch.float32)
     idx = torch.zeros(1, 3, dtype=torch.long)
     caches = [KVCache() for _ in model.blocks]
-    out = torch.zeros(1, 12, dtype=torch.long)
-    token = torch.zeros(1, 1, dtype=torch.long)
-    sample = _Sampler(1.0, 1, None)  # greedy
-    sample(model._next_logits(idx, caches), out=token)
+    out, token, sample = after_the_prompt(model, idx, caches, 7)
     step = model._decoding_step(
         token, caches, sample, out, graph=False, compile=False, steps=6
     )
@@ -324,12 +336,7 @@ def test_the_decoding_step_reads_and_writes_the_same_memory():
     idx = torch.randint(
         0, 65, (1, 4), generator=torch.Generator().manual_seed(5)
     )
-    out = torch.zeros(1, 8, dtype=torch.long)
-    out[:, :4] = idx
-    token = torch.zeros(1, 1, dtype=torch.long)
-    sample = _Sampler(1.0, 1, None)  # greedy
-    sample(model._next_logits(idx, caches), out=token)
-    out[:, 4] = token[:, 0]
+    out, token, sample = after_the_prompt(model, idx, caches, 4)
     step = model._decoding_step(
         token, caches, sample, out, graph=True, compile=False, steps=3
     )
@@ -739,12 +746,7 @@ def test_a_step_left_unrecorded_warns_and_decodes_as_it_would(
     outs, warned = {}, {}
     for graph in (None, False):
         caches = [StaticKVCache(16) for _ in model.blocks]
-        out = torch.zeros(1, 12, dtype=torch.long)
-        out[:, :4] = idx
-        token = torch.zeros(1, 1, dtype=torch.long)
-        sample = _Sampler(1.0, 1, None)  # greedy
-        sample(model._next_logits(idx, caches), out=token)
-        out[:, 4] = token[:, 0]
+        out, token, sample = after_the_prompt(model, idx, caches, 8)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             step = model._decoding_step(

@@ -71,6 +71,7 @@ from .positions import (
     POSITION_SCHEMES,
     RotaryMultiHeadAttention,
     build_positions,
+    rotate_pairs,
 )
 
 __all__ = [
@@ -496,13 +497,6 @@ def _norm_args(norm: nn.LayerNorm) -> tuple:
     return norm.normalized_shape, norm.weight, norm.bias, norm.eps
 
 
-def _plain(function: Callable) -> Callable:
-    """A module's ``forward``, without ``__call__``'s hooks, as the step's
-    norms and projections are ``F``'s functions; any other callable as it
-    is."""
-    return function.forward if isinstance(function, nn.Module) else function
-
-
 def _block_step(block: Block, static: bool) -> Callable:
     """``block(x, cache=cache)`` for one new token ``x`` ``[batch, 1,
     d_model]``, as a function of ``(x, cache)``: the same arithmetic in its
@@ -513,9 +507,9 @@ def _block_step(block: Block, static: bool) -> Callable:
     ``generate`` call, into the functions' own variables: read at every
     token, each parameter and submodule would be an ``nn.Module.__getattr__``
     (a search of three dictionaries), about a hundred a token. Read once, a
-    token of the ``cpu`` profile's models takes 15-20 % less time on a CPU,
-    where a step's time is mostly such overhead (eight rounds of 300 tokens
-    side by side). ``static``: the caches are ``StaticKVCache``."""
+    token of the ``cpu`` profile's models takes 10-20 % less time on a CPU,
+    where a step's time is mostly such overhead (ten rounds of 300 tokens,
+    the two steps in turn). ``static``: the caches are ``StaticKVCache``."""
     norm_1 = _norm_args(block.norm_1)
     mix_tokens = _attention_step(block.token_mixer, static)
     if block.channel_mixer is None:
@@ -588,10 +582,9 @@ def _turning(layer: RotaryMultiHeadAttention) -> Callable:
     (``_turns``), in float32 at least.
 
     The table is held here and fetched again only when a token passes its
-    end, and ``qk``'s layout is known (a view of the step's own product, its
-    strides even, as a complex view needs): so none of the layer's general
-    checks, slicing and dtype tests run, which made a rotary token 4-6 %
-    slower (``cpu`` profile, ten rounds side by side)."""
+    end: the layer's own path (``_rotation``: its key of device and dtype,
+    and a slice, at every call) made a rotary token 7-9 % slower (``cpu``
+    profile, sixteen rounds, the two in turn)."""
     table = None
 
     def turn(qk: torch.Tensor, position: int) -> torch.Tensor:
@@ -602,9 +595,7 @@ def _turning(layer: RotaryMultiHeadAttention) -> Callable:
             table = layer._turns(position + 1, qk.device, compute)
         if dtype != compute:
             qk = qk.to(compute)
-        # a pair of adjacent floats is a complex number: a view, no copy
-        pairs = torch.view_as_complex(qk.unflatten(-1, (-1, 2)))
-        turned = torch.view_as_real(pairs * table[position]).flatten(-2)
+        turned = rotate_pairs(qk, None, None, table[position])
         return turned if dtype == compute else turned.to(dtype)
 
     return turn
@@ -632,7 +623,7 @@ def _channel_step(mixer) -> Callable:
     model decodes in eval mode); any other channel mixer as it is."""
     if not isinstance(mixer, FeedForward):
         return mixer
-    f, down = _plain(mixer.activation), _linear_args(mixer.down_proj)
+    f, down = mixer.activation, _linear_args(mixer.down_proj)
     if mixer.fused:
         gate_up = _linear_args(mixer.gate_up_proj)
 

@@ -279,13 +279,7 @@ def rotate_pairs(
         swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
         return x * cos + swapped * sin
     pairs = x.unflatten(-1, (-1, 2))
-    # a complex view needs every stride but the last, and the offset, even
-    strides = pairs.stride()
-    if (
-        strides[-1] != 1
-        or pairs.storage_offset() % 2
-        or any(n % 2 for n in strides[:-1])
-    ):
+    if not _viewable_as_complex(pairs):
         pairs = pairs.clone(memory_format=torch.contiguous_format)
     if turn is None:
         if cos is None or sin is None:
@@ -293,6 +287,19 @@ def rotate_pairs(
         # :math:`e^{\mathrm{i}\theta} = \cos\theta + \mathrm{i} \sin\theta`
         turn = torch.complex(cos[..., 0::2], sin[..., 1::2])
     return torch.view_as_real(torch.view_as_complex(pairs) * turn).flatten(-2)
+
+
+def _viewable_as_complex(pairs: Tensor) -> bool:
+    """Whether ``view_as_complex`` takes ``pairs`` (``[..., 2]``) as it lies:
+    every stride but the last, and the offset, even, the last 1. Contiguous
+    at an even offset is the usual case, and the cheapest test: it is made
+    for every q and k, at every decoding step."""
+    if pairs.storage_offset() % 2:
+        return False
+    if pairs.is_contiguous():
+        return True
+    strides = pairs.stride()
+    return strides[-1] == 1 and not any(n % 2 for n in strides[:-1])
 
 
 class RotaryMultiHeadAttention(MultiHeadAttention):
